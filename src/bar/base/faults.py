@@ -14,14 +14,29 @@ from __future__ import annotations
 import os
 import signal
 
-_AT_TEXT = os.environ.get("BAR_FAULT_AT") or ""
-_AT = int(_AT_TEXT) if _AT_TEXT.isdigit() else -1 if _AT_TEXT else 0  # -1: at a label
-_LABEL, _, _NTH = _AT_TEXT.rpartition("@")
-if not (_NTH.isdigit() and _LABEL):
-    _LABEL, _NTH = _AT_TEXT, "1"
-_TRACE = os.environ.get("BAR_FAULT_TRACE") or ""
+_AT = 0  # the Nth point passed; -1: at a label (``_LABEL``, its ``_NTH``th); 0: never
+_LABEL = ""
+_NTH = 1
+_TRACE = ""
 _passed = 0
 _seen = 0  # points of the label passed
+
+
+def configure() -> None:
+    """Read ``BAR_FAULT_AT`` and ``BAR_FAULT_TRACE`` from the environment, no point passed
+    yet: at import, and again in a fork of the resident once it took its caller's
+    environment (``bar.changes.fast.resident_daemon``), so that a served command stops
+    at the same points as one run in its own process."""
+    global _AT, _LABEL, _NTH, _TRACE, _passed, _seen
+    at = os.environ.get("BAR_FAULT_AT") or ""
+    _AT = int(at) if at.isdigit() else -1 if at else 0
+    label, _, nth = at.rpartition("@")
+    _LABEL, _NTH = (label, int(nth)) if nth.isdigit() and label else (at, 1)
+    _TRACE = os.environ.get("BAR_FAULT_TRACE") or ""
+    _passed = _seen = 0
+
+
+configure()
 
 
 def point(label: str) -> None:
@@ -33,7 +48,7 @@ def point(label: str) -> None:
         _trace(f"{_passed} {label}\n".encode())
     if _AT == -1 and label == _LABEL:
         _seen += 1
-    if _passed == _AT or (_AT == -1 and label == _LABEL and _seen == int(_NTH)):
+    if _passed == _AT or (_AT == -1 and label == _LABEL and _seen == _NTH):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

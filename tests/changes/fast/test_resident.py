@@ -501,8 +501,31 @@ def test_only_the_commands_that_need_no_terminal_of_their_own(
     monkeypatch.setenv("BAR_STEP_ID", "0003")
     assert not resident.may_serve(["run", "--", "true"])
     monkeypatch.delenv("BAR_STEP_ID")
-    monkeypatch.setenv("BAR_FAULT_AT", "somewhere")
-    assert not resident.may_serve(["run", "--", "true"])
+    monkeypatch.setenv("BAR_FAULT_AT", "somewhere")  # (the fork reads it: ``faults.configure``)
+    assert resident.may_serve(["run", "--", "true"])
+
+
+def test_a_served_command_passes_and_stops_at_its_callers_crash_points(
+    repo: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The fault injection of the crash tests is read by the fork from its caller's
+    environment: a served step passes its crash points (the trace counts them from one),
+    and one killed at a point takes its caller with it, as a bar killed there ends."""
+    task, wt = _started(capfd, repo)
+    trace = tmp_path / "trace"
+    assert _served(wt, env={"BAR_FAULT_TRACE": str(trace)})
+    lines = trace.read_text().splitlines()
+    assert [int(line.split(" ", 1)[0]) for line in lines] == list(range(1, len(lines) + 1))
+    points = [line.split(" ", 1)[1] for line in lines]
+    at = next(p for p in points if "ledger" in p)
+    done = _run(wt, "--", "sh", "-c", "echo late > late.txt", env={"BAR_FAULT_AT": f"{at}@1"})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    res = _run(wt, "--", "true")
+    assert res.returncode == 0, res.stderr
+    assert (wt / "late.txt").read_text() == "late\n"
+    assert any(s["cmd"][-1] == "echo late > late.txt" for s in ledger(task["id"])), ledger(
+        task["id"]
+    )[-3:]
 
 
 def test_a_command_that_reads_the_record_is_served_only_where_it_would_not_page() -> None:

@@ -21,7 +21,8 @@ that makes no difference:
 - the command is one of ``SERVED``, none of which needs a terminal of its own, or one
   of ``QUIET`` with neither standard input nor output a terminal (where they would page
   or colour); not inside a step, with no Python options or ``PYTHON*`` variables that
-  change how bar's code loads, and bar's fault injection off;
+  change how bar's code loads (bar's fault injection is read again by the fork, from the
+  caller's environment: ``bar.base.faults.configure``);
 - for ``bar run``, whose command may want the controlling terminal: this process has none
   (agents, scripts, CI), or it is in the terminal's foreground, its stdin and stdout are
   terminals and the step gets a pty of its own (``--pty``, the default there), whose
@@ -133,9 +134,7 @@ def may_serve(args: list[str]) -> bool:
     if getattr(sys, "_xoptions", None):
         return False
     for name in os.environ:
-        if name.startswith("BAR_FAULT") or (
-            name.startswith("PYTHON") and name not in _HARMLESS_PYTHON
-        ):
+        if name.startswith("PYTHON") and name not in _HARMLESS_PYTHON:
             return False
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if stream is None or not hasattr(stream, "line_buffering"):

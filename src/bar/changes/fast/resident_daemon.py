@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
-from bar.base import peers
+from bar.base import faults, peers
 from bar.base.inotify import ANY_CHANGE, Watch
 from bar.base.proc import work_nowhere
 from bar.base.record import record
@@ -462,6 +462,7 @@ def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> No
         os.environb.clear()
         os.environb.update(request.environ)
         time.tzset()
+        faults.configure()  # (the caller's crash points: the fault-injection tests')
         import locale
 
         with contextlib.suppress(locale.Error):
