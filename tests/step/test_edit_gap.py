@@ -336,12 +336,12 @@ def test_a_file_edited_after_the_step_in_a_directory_it_made_is_the_hands(
     (wt / "moved-in").mkdir()
     (wt / "moved-in" / "kept.py").write_text("from before\n")
     time.sleep(0.05)
-    began = file_clock.tick_after(file_clock.ceiling(), spin=True)
+    began = file_clock.tick_after(file_clock.ceiling(), close=True)
     (wt / "pkg" / "sub").mkdir(parents=True)  # the step: a new package, a moved directory
     (wt / "pkg" / "sub" / "mod.py").write_text("the step's\n")
     os.rename(wt / "moved-in", wt / "pkg" / "moved")
     time.sleep(0.05)
-    ended = file_clock.tick_after(file_clock.ceiling(), spin=True)
+    ended = file_clock.tick_after(file_clock.ceiling(), close=True)
     time.sleep(0.05)
     with open(wt / "pkg" / "sub" / "mod.py", "a") as f:  # a hand, after the step
         f.write("the developer's\n")

@@ -22,6 +22,11 @@ import time
 
 # CLOCK_REALTIME_COARSE (not named by Python); elsewhere the real-time clock
 _COARSE = 5 if sys.platform.startswith("linux") else time.CLOCK_REALTIME
+# its tick (the kernel's, 1-10 ms); a close wait sleeps until this long before the next
+# is due, then looks every ``_POLL_S``
+_TICK_NS = max(int(time.clock_getres(_COARSE) * 1e9), 1)
+_SOON_NS = 300_000
+_POLL_S = 0.0001
 
 
 def floor() -> int:
@@ -34,14 +39,19 @@ def ceiling() -> int:
     return time.time_ns()
 
 
-def tick_after(after: int, *, spin: bool = False, wait: float = 0.05) -> int:
+def tick_after(after: int, *, close: bool = False, wait: float = 0.05) -> int:
     """The first tick of the coarse clock later than ``after`` (waited for, ``wait``
-    seconds at most: else ``after``). ``spin``: without sleeping, so that it is returned
-    within microseconds of its coming."""
+    seconds at most: else ``after``). ``close``: returned within a tenth of a millisecond
+    or so of its coming: it sleeps until just before the tick is due (the coarse clock
+    reads the time of the last one, the next is a tick later), then looks every 0.1 ms
+    (a loop that never slept kept a core busy for most of a tick: ms of every step)."""
     deadline = time.monotonic() + wait
     tick = floor()
     while tick <= after and time.monotonic() < deadline:
-        if not spin:
+        if not close:
             time.sleep(0.0005)
+        else:
+            early = tick + _TICK_NS - _SOON_NS - time.time_ns()
+            time.sleep(min(early, _TICK_NS) / 1e9 if early > 0 else _POLL_S)
         tick = floor()
     return tick if tick > after else after

@@ -534,7 +534,7 @@ class _Fence:
 
     def release(self) -> None:
         if not self.tick:
-            self.tick = file_clock.tick_after(file_clock.ceiling(), spin=True)
+            self.tick = file_clock.tick_after(file_clock.ceiling(), close=True)
 
     def within(self, until: int) -> Bound | None:
         """What the step made: from its release to ``until`` (the first tick after all it
