@@ -145,7 +145,7 @@ def test_a_failure_after_the_worktree_is_made_undoes_it(
     with monkeypatch.context() as patch:
         if failure == "seed":
 
-            def fail_seed(*args: object) -> None:
+            def fail_seed(*args: object, **kwargs: object) -> None:
                 raise GitError(["git", "read-tree"], 128, stderr=b"fatal: No space left on device")
 
             patch.setattr(side_index, "seed_index", fail_seed)

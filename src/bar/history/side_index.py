@@ -40,16 +40,23 @@ def seed_index(
     base_commit: str,
     git_dir: Path,
     common: Path,
+    head: str | None = None,
 ) -> None:
     """Create the side index for a new task worktree, in git's index format 4 (paths
     prefix-compressed: about 40% smaller on a large tree) and split: its shared part, all
     the entries, lies in the task's own git directory ``git_dir`` (``make_git_dir``), and
     the index itself holds what changed since, so each snapshot's `git add` and
     `write-tree` write a small file, not the whole index (on a 40,000-file repository
-    25 + 17 ms instead of 46 + 39)."""
+    25 + 17 ms instead of 46 + 39). ``head``: the worktree's HEAD, where the caller
+    just checked it out (else git is asked)."""
     import shutil
 
-    own = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    admin = git.pinned_env(worktree).get("GIT_DIR")  # (its index: ``<admin>/index``)
+    own = (
+        Path(admin) / "index"
+        if admin
+        else Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    )
     make_git_dir(git_dir, base_commit)
     git.pin_own(index.parent, git_dir, common, worktree)
     tmp = index.with_name(index.name + ".seed")
@@ -66,7 +73,7 @@ def seed_index(
     note_base_checkout(worktree, index)
     # what the checkout's stat cache was made under: a change before the first look is seen
     conversions.note(worktree, index, common)
-    note_head(worktree, index)
+    note_head(worktree, index, head)
 
 
 def _base_checkout_path(index: Path) -> Path:

@@ -388,7 +388,7 @@ def load_task(project: Project, task_id: str, *, record_dir: Path | None = None)
     elif task.board.status == COMPLETED:
         task.board.status = IN_PROGRESS
     if origin is None and not task.pending and (status == "active" or task.worktree.is_dir()):
-        _pin(task)  # (a closed task's kept worktree too; a planned task has none yet)
+        pin(task)  # (a closed task's kept worktree too; a planned task has none yet)
     _configure_speed(project)
     return task
 
@@ -428,9 +428,10 @@ def admin_dir(common: Path, worktree: Path) -> Path | None:
     return None
 
 
-def _pin(task: Task) -> None:
+def pin(task: Task) -> None:
     """bar's git in the worktree uses the git directories bar found, not those named by
-    files a step can write (``git.pin``)."""
+    files a step can write (``git.pin``): done as a task is loaded, and as its worktree
+    is made."""
     common = task.project.common_dir
     admin = admin_dir(common, task.worktree)
     if admin is not None:

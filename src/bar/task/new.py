@@ -34,7 +34,7 @@ from bar.model import board, journals
 from bar.model.board import IN_PROGRESS, PENDING, Board
 from bar.model.journals import CreateIntent
 from bar.model.project import Project
-from bar.model.tasks import Task, load_task, new_id, open_task_named, validate_name
+from bar.model.tasks import Task, load_task, new_id, open_task_named, pin, validate_name
 from bar.redact import known as known_secrets
 from bar.step import transaction
 from bar.store.files import ensure_dir, remove_tree, write_json_atomic
@@ -246,9 +246,15 @@ def add_worktree(task: Task, *, new_branch: bool) -> None:
         faults.point("before adding the worktree")
         worktrees.add(repo, task.worktree, task.branch, task.base_commit if new_branch else None)
         faults.point("after adding the worktree")
+    pin(task)  # (bar's git in it uses the directories bar found from here on, as once loaded)
     task.index.unlink(missing_ok=True)
     side_index.seed_index(
-        task.worktree, task.index, task.base_commit, task.paths.git_dir, project.common_dir
+        task.worktree,
+        task.index,
+        task.base_commit,
+        task.paths.git_dir,
+        project.common_dir,
+        head=task.base_commit if new_branch else None,
     )
     faults.point("after seeding the side index")
 
