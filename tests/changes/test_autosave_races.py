@@ -19,6 +19,7 @@ from helpers import (
     bar,
     bar_exe,
     drain,
+    end_drain,
     files_in_commit,
     git_commands,
     ledger,
@@ -135,9 +136,6 @@ def test_an_autosave_during_rollback_is_never_lost(
     assert lost == [], f"{len(lost)} of {TRIALS} autosaves held by no state: {lost[:3]}"
 
 
-ATTEMPTS = 40  # of the save at bar's point (``_saving_at_the_second_capture``)
-
-
 def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_version(
     speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -146,19 +144,13 @@ def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_vers
     newest of the path, and the worktree holds it after the rollback, not the target's
     version (which the state restored holds), nor is it moved to the trash. The save is
     made while bar waits at a point of its own (``_saving_at_the_second_capture``)."""
-    # (an attempt that proves nothing costs a task: on a loaded machine the reader is
-    # descheduled often enough in the FIFO's open instant that ten in a row did)
-    for attempt in range(ATTEMPTS):
-        t = new_task(capfd, f"t{attempt}")
-        wt = worktree(t)
-        run_sh(capfd, "echo one > doc.txt; echo one > z.txt")
-        run_sh(capfd, "echo two > doc.txt; echo two > z.txt")
-        res, held = _saving_at_the_second_capture(inited, wt / "doc.txt", tmp_path / f"{attempt}")
-        assert res.code == 0, res.err
-        if held:
-            break
-    else:
-        pytest.fail(f"bar passed the point after z.txt's capture unheld in {ATTEMPTS} attempts")
+    t = new_task(capfd, "t")
+    wt = worktree(t)
+    run_sh(capfd, "echo one > doc.txt; echo one > z.txt")
+    run_sh(capfd, "echo two > doc.txt; echo two > z.txt")
+    res, held = _saving_at_the_second_capture(inited, wt / "doc.txt", tmp_path / "trace")
+    assert res.code == 0, res.err
+    assert held, "bar passed the point after z.txt's capture before the save"
     assert (wt / "doc.txt").read_bytes() == b"saved through the open file\n", res.err
     assert (wt / "z.txt").read_bytes() == b"one\n"
     assert "kept as changed: doc.txt;" in res.err, res.err
@@ -174,40 +166,32 @@ def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_vers
 def _saving_at_the_second_capture(repo: Path, doc: Path, fifo: Path) -> tuple[Ran, bool]:
     """``bar rollback --to 1`` with an editor holding ``doc`` open, which saves into it
     once bar has captured its second file (``z.txt``, ``doc`` written by then), and
-    whether bar was held meanwhile. bar's fault trace is a FIFO: bar writes the line of
-    each point as it opens it, and waits in that open while no reader has it open. The
-    save is made when a read ended with that capture's line, before the FIFO is opened
-    again: bar waits at its next point, unless it opened the FIFO in the instant between
-    the reader's end of file and its close (nothing in a FIFO shuts that instant). Then
-    that point's line is lost, and the attempt proves nothing: held is whether the next
+    whether bar was held meanwhile. bar's fault trace is a FIFO: at each point bar waits
+    for a reader in the open, writes the point's line, and waits for that reader to close
+    (``bar.base.faults``). The save is made when the read line is that capture's, before
+    the FIFO is opened again: bar waits at its next point meanwhile. Held: the next
     point's line came after the save."""
     editor = os.open(doc, os.O_WRONLY)
     os.mkfifo(fifo)
     seen: list[int] = []  # the numbers of the points whose lines were read
     saved_at: list[int] = []  # the point after which the editor saved
-    missed: list[bool] = []  # bar went past it before its line was read: no save
 
     def at_each_point() -> None:
         captures = 0
-        while data := drain(fifo):
-            lines = data.decode().splitlines()
-            seen.extend(int(line.split(" ", 1)[0]) for line in lines)
-            captures += sum(line.endswith(" with a file captured") for line in lines)
-            if captures < 2 or saved_at or missed:
-                continue
-            if captures == 2 and lines[-1].endswith(" with a file captured"):
+        while line := drain(fifo).decode().rstrip("\n"):
+            seen.append(int(line.split(" ", 1)[0]))
+            captures += line.endswith(" with a file captured")
+            if captures == 2 and not saved_at:
                 os.ftruncate(editor, 0)
                 os.pwrite(editor, b"saved through the open file\n", 0)
                 saved_at.append(seen[-1])
-            else:
-                missed.append(True)
 
     reader = threading.Thread(target=at_each_point, daemon=True)
     reader.start()
     try:
         res = bar_exe("rollback", "--to", "1", cwd=repo, env={"BAR_FAULT_TRACE": str(fifo)})
     finally:
-        os.close(os.open(fifo, os.O_WRONLY))  # (an empty read ends the reader)
+        end_drain(fifo)
         reader.join(10)
         os.close(editor)
     return res, bool(saved_at) and saved_at[0] + 1 in seen

@@ -24,6 +24,7 @@ from helpers import (
     bar,
     bar_exe,
     drain,
+    end_drain,
     ledger,
     new_task,
     plain_git_tree,
@@ -76,8 +77,7 @@ class _AtEveryPoint:
 
     def close(self) -> None:
         self.stop = True
-        fd = os.open(self.fifo, os.O_WRONLY)  # (lets the waiting read end)
-        os.close(fd)
+        end_drain(self.fifo)
         self.thread.join(10)
 
 

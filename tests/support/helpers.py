@@ -530,15 +530,31 @@ def held_bytes(path: Path) -> bytes | None:
 
 
 def drain(fifo: Path) -> bytes:
-    """What the next writer of ``fifo`` writes, until it closes it: the lines of a
-    ``BAR_FAULT_TRACE`` that is a FIFO, where bar waits at each point until they are
-    read (b"": a writer that wrote nothing, as a test ends its reader)."""
-    fd = os.open(fifo, os.O_RDONLY)
+    """The next line written to ``fifo``, with its newline: a ``BAR_FAULT_TRACE`` that is
+    a FIFO, where bar writes one line an open and waits at its point until the line is
+    read (``bar.base.faults``); b"\\n" is the end (``end_drain``). An open that meets only
+    the end of the last line's writer (it closed as this one opened) is made again."""
+    while True:
+        fd = os.open(fifo, os.O_RDONLY)
+        try:
+            data = b""
+            while not data.endswith(b"\n") and (chunk := os.read(fd, 4096)):
+                data += chunk
+        finally:
+            os.close(fd)
+        if data:
+            return data
+
+
+def end_drain(fifo: Path) -> None:
+    """Have the reader that ``drain``s ``fifo`` read the end (an empty line), and wait
+    until it did."""
+    from bar.base import faults
+
+    fd = os.open(fifo, os.O_WRONLY)
     try:
-        data = b""
-        while chunk := os.read(fd, 4096):
-            data += chunk
-        return data
+        os.write(fd, b"\n")
+        faults.until_read(fd)
     finally:
         os.close(fd)
 

@@ -4,7 +4,8 @@
 (``BAR_FAULT_AT=LABEL``: at the first point of that label, ``LABEL@K``: at its Kth, for
 a test whose earlier points vary with timing, such as a rescan's stamps);
 ``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
-learn how many points a command has and then crash it at each one (a FIFO: act at each). A crash point sits
+learn how many points a command has and then crash it at each one (a FIFO: act at each,
+one line an open: ``_trace``). A crash point sits
 before and after every write that matters (state files, ledger lines, artifacts, refs,
 worktree restores). Unset, a point costs one comparison.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 
 _AT = 0  # the Nth point passed; -1: at a label (``_LABEL``, its ``_NTH``th); 0: never
 _LABEL = ""
@@ -54,14 +56,37 @@ def point(label: str) -> None:
 
 def _trace(line: bytes) -> None:
     """Append ``line`` to the trace. A trace that is a FIFO (a test that acts at each
-    point: bar waits in the open until it reads) may lose its reader between the open and
-    the write: it is opened again, for the next reader."""
+    point) holds bar at the point until its reader has read the line: bar waits in the
+    open for a reader, writes, and keeps its end open until the pipe is empty. Had it
+    closed at once, its next open could meet a reader that had seen the end of the last
+    line's writer but not yet closed: the line then went with that pipe, and bar passed
+    the point unheld (a warm bar, served by the resident, did so in one try of ten). A
+    reader (the tests' ``drain``) takes one line an open. A reader gone
+    between the open and the write: opened again, for the next."""
     while True:
         fd = os.open(_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                until_read(fd)
             return
         except BrokenPipeError:
             continue
         finally:
             os.close(fd)
+
+
+def until_read(fd: int) -> None:
+    """Wait until the pipe ``fd`` writes to holds nothing unread (a reader that comes
+    later takes what its writer left while it stays open)."""
+    import array
+    import fcntl
+    import termios
+    import time
+
+    unread = array.array("i", [0])
+    while True:
+        fcntl.ioctl(fd, termios.FIONREAD, unread)
+        if unread[0] == 0:
+            return
+        time.sleep(0.0005)
