@@ -13,14 +13,14 @@ import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
-from mcp.client.stdio import stdio_client
 
-from mcp import ClientSession, StdioServerParameters
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 TOOLS = {
     "status",
@@ -56,15 +56,27 @@ BOARD_TOOLS = {
 async def session(
     cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
+    # (the SDK is loaded by the tests that drive it: ~30 MB a test process would carry
+    # from its collection on, which the forks of every step it runs in process copy)
+    from mcp.client.stdio import stdio_client
+
+    from mcp import ClientSession, StdioServerParameters
+
     params = StdioServerParameters(
         command=BAR_EXE,
         args=["mcp", *args],
         cwd=str(cwd),
         env=env if env is not None else dict(os.environ),
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
-        await client.initialize()
-        yield client
+    # (the server's stderr: stdio_client's default is the sys.stderr of when it was
+    # loaded, here a test's capture, closed once that test ends)
+    with open(os.devnull, "w") as quiet:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            yield client
 
 
 def calls(
