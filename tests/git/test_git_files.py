@@ -67,6 +67,16 @@ def test_the_repository_found_from_its_files_is_the_one_git_finds(
         found = discover(here)
         assert found is not None and found == _git_says(here), here
     assert discover(plain) is None and _git_says(plain) is None  # git is asked, and fails
+    # a worktree's own configuration (a step makes one: empty) counts only where the
+    # repository turns it on, and then git is asked
+    assert bar(capfd, "run", "--", "true").code == 0
+    own = repo / ".git" / "worktrees" / wt.name / "config.worktree"
+    assert own.is_file()
+    own.write_text("[core]\n\tbare = true\n")
+    assert discover(wt) == _git_says(wt) == (wt, repo / ".git")
+    run_git(repo, "config", "extensions.worktreeConfig", "true")
+    assert discover(wt) is None and _git_says(wt) is None  # git is asked, and fails
+    run_git(repo, "config", "--unset", "extensions.worktreeConfig")
     assert discover(repo / ".git" / "refs") is None  # a git directory: git is asked
     config = repo / ".git" / "config"
     config.write_text(config.read_text() + "[core]\n\tworktree = /elsewhere\n")

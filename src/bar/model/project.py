@@ -297,8 +297,9 @@ def _from_dot_git(top: str, dot: str, uid: int) -> tuple[Path, Path] | None:
         return None
     if not os.path.isfile(os.path.join(admin, "HEAD")):
         return None
-    if os.path.lexists(os.path.join(admin, "config.worktree")):
-        return None
+    # (a worktree's own ``config.worktree``, which bar makes for every task worktree it
+    # confines, is read by git only where the common configuration sets
+    # ``extensions.worktreeConfig``: such a configuration says "worktree", and git is asked)
     with open(os.path.join(common, "config"), "rb") as f:
         config = f.read().lower()
     if b"worktree" in config or b"include" in config or _BARE.search(config):
