@@ -64,7 +64,7 @@ def test_a_real_agent_is_checked_and_recorded(
         Answer("All done."),
     ]
     with MockServer(script) as server:
-        setup = AgentSetup(agent, server.url)
+        setup = AgentSetup(agent, server.url, relaunch=named)  # (as a user's Gemini starts)
         res = setup.run_in_bar(inited, "do the work", named=named)
         results = server.model.tool_results(DIALECT[agent])
     assert res.returncode == 0, res.stdout + res.stderr

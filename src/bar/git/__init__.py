@@ -495,6 +495,8 @@ TREES_ONLY: Mapping[str, str] = {
 
 def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     """Files, added and deleted lines between two trees or commits (renames detected)."""
+    if a == b:  # (a task with no step yet: its record is its base)
+        return parse_numstat(b"")
     raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--", env=TREES_ONLY).stdout
     return parse_numstat(raw)
 

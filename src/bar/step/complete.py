@@ -97,6 +97,8 @@ def complete(
     if made is not None:
         snap = interrupted.take_tree(task, last_checkpoint, message, made)
     else:
+        if within is not None:  # (``split`` below asks for it once the stamps moved on)
+            steps.note_tree(task, last_checkpoint)
         snap = snapshot.take(
             task.worktree,
             task.index,
