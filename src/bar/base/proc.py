@@ -14,6 +14,7 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from bar.base.record import record
 from bar.errors import CommandError
@@ -83,10 +84,24 @@ class Result:
         return self.stderr.decode("utf-8", "surrogateescape")
 
 
+# what ``clean_env`` made last, and of which environment: [the environment's own
+# mapping of bytes, as it was then; the cleaned one]. Every git bar runs asks for it, and
+# to decode the whole environment each time cost more than the comparison of its bytes
+_CLEANED: list[dict[Any, Any]] = []
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """bar's environment without the ``GIT_*`` variables that could redirect git, plus
     ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in GIT_ENV_ALLOWED}
+    data = getattr(os.environ, "_data", None)  # (what ``os.environ`` holds, undecoded)
+    if _CLEANED and isinstance(data, dict) and _CLEANED[0] == data:
+        env = dict(_CLEANED[1])
+    else:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in GIT_ENV_ALLOWED
+        }
+        if isinstance(data, dict):
+            _CLEANED[:] = [dict(data), dict(env)]
     if extra:
         env.update(extra)
     return env

@@ -29,6 +29,7 @@ file weighs them all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -167,7 +168,11 @@ def _note(worktree: Path, noted: Path, rules: dict[str, int]) -> None:
         said[path] = [st.st_ino, st.st_size, st.st_ctime_ns]
     try:
         if said:
-            write_bytes_atomic(noted, json.dumps({"version": 1, "files": said}).encode())
+            data = json.dumps({"version": 1, "files": said}).encode()
+            with contextlib.suppress(OSError), open(noted, "rb") as f:
+                if f.read(len(data) + 1) == data:
+                    return  # (as noted: each whole look of an unchanged tree meets that)
+            write_bytes_atomic(noted, data)
         else:
             noted.unlink(missing_ok=True)
     except OSError:
