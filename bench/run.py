@@ -30,6 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import apply_here  # noqa: E402
 import exec_check  # noqa: E402
 import genrepo  # noqa: E402
 import loose  # noqa: E402
@@ -49,6 +50,7 @@ FIGURES[marks.NUMBER] = marks.FIGURE  # (likewise)
 FIGURES[telemetry.NUMBER] = telemetry.FIGURE  # (likewise)
 FIGURES[network.NUMBER] = network.FIGURE  # (likewise)
 FIGURES[exec_check.NUMBER] = exec_check.FIGURE  # (likewise)
+FIGURES[apply_here.NUMBER] = apply_here.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"

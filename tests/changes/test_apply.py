@@ -225,3 +225,54 @@ def test_the_trailer_names_the_step_whose_state_lands_never_an_apply(
     assert "Bar-Step: 0001" in dry.json()["commit_message"]
     assert bar(capfd, "apply", "--target", "release", "-m", "hand").code == 0
     assert "Bar-Step: 0001" in git(inited_clean, "log", "-1", "--format=%B", "release")
+
+
+@pytest.mark.parametrize("files", [3, 70])  # (few touched paths are named to git, many not)
+def test_apply_onto_the_checkout_leaves_its_index_as_git_would(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], files: int
+) -> None:
+    """After an apply onto the checked-out branch, the checkout is clean to git's plumbing
+    too (the written files' stat data is in the index), a file turned into a directory
+    and a removed file are right, and what the developer had staged elsewhere stays
+    staged, with the untouched entries' stat data as it was."""
+    repo = inited_clean
+    (repo / "keep.txt").write_text("kept\n")
+    (repo / "gone.txt").write_text("to remove\n")
+    (repo / "spot").write_text("a file, then a directory\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "three files")
+    new_task(capfd)
+    run(
+        capfd,
+        f"for i in $(seq {files}); do echo $i > f$i.txt; done; rm gone.txt spot; "
+        "mkdir spot; echo inside > spot/inside.txt; echo changed > README.md",
+    )
+    (repo / "staged.txt").write_text("staged by the developer\n")
+    git(repo, "add", "staged.txt")
+    kept_entry = git(repo, "ls-files", "--debug", "--", "keep.txt")
+    assert bar(capfd, "apply").code == 0
+    assert git(repo, "diff-files", "--name-only") == ""  # (plumbing: no refresh of its own)
+    assert git(repo, "diff-index", "--cached", "--name-only", "HEAD") == "staged.txt\n"
+    assert git(repo, "ls-files", "--debug", "--", "keep.txt") == kept_entry
+    assert (repo / "spot" / "inside.txt").read_text() == "inside\n"
+    assert not (repo / "gone.txt").exists() and (repo / f"f{files}.txt").read_text() == f"{files}\n"
+    assert git(repo, "status", "--porcelain") == "A  staged.txt\n"
+
+
+def test_apply_refuses_while_a_conflict_is_unresolved_anywhere_in_the_checkout(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A conflict git has not seen resolved blocks the apply even where the task
+    touches nothing (its commit would be made over it)."""
+    repo = inited_clean
+    new_task(capfd)
+    run(capfd, "echo task > README.md")
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"theirs\n").strip()
+    sides = "".join(f"100644 {blob} {stage}\tother.txt\n" for stage in (2, 3))
+    git(repo, "update-index", "--index-info", input=sides.encode())
+    main_before = git(repo, "rev-parse", "main")
+    res = bar(capfd, "apply")
+    assert res.code == 5 and "other.txt" in res.err, res.err
+    assert git(repo, "rev-parse", "main") == main_before
+    git(repo, "update-index", "--force-remove", "other.txt")
+    assert bar(capfd, "apply").code == 0

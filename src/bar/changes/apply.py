@@ -635,27 +635,42 @@ def _move_target(safe: SafeGit, repo: Path, result: ApplyResult, intent: ApplyIn
     safe = safe.including(where)
     checkout.lock(where, token)  # checked under the lock: no git changes the index now
     try:
-        refused = refusal(safe, result, where, result.commit)
+        found = checkout.changes(safe, where, before, result.commit)
+        refused = refusal(safe, result, where, result.commit, found)
         if refused is not None:
             raise refused
     except BaseException:
         checkout.unlock(where, token)
         raise
     checkout.advance(
-        safe, where, branch, before, result.commit, token=token, reason=_reason(result.mode)
+        safe,
+        where,
+        branch,
+        before,
+        result.commit,
+        token=token,
+        reason=_reason(result.mode),
+        found=found,
     )
     checkout.unlock(where, token)
 
 
-def refusal(safe: SafeGit, result: ApplyResult, where: Path, new: str) -> BarError | None:
-    """Why the checkout ``where`` of the target may not be updated to ``new`` (None: it
-    may). The apply asks under the checkout's lock; its dry run asks the same."""
+def refusal(
+    safe: SafeGit,
+    result: ApplyResult,
+    where: Path,
+    new: str,
+    found: list[checkout.Change] | None = None,
+) -> BarError | None:
+    """Why the checkout ``where`` of the target may not be updated to ``new`` (``found``:
+    what changes between the two, if known) (None: it may). The apply asks under the
+    checkout's lock; its dry run asks the same."""
     branch = result.target_branch
     if git.rev_parse(where, "HEAD") != result.target_before:
         return Conflict(
             f"{branch} moved while applying; nothing was changed", hint="run bar apply again"
         )
-    blocked = checkout.blocking_paths(safe, where, result.target_before, new)
+    blocked = checkout.blocking_paths(safe, where, result.target_before, new, found)
     if not blocked:
         return None
     result.blocking = blocked

@@ -7,11 +7,15 @@ know at the branch's commit: a changed or staged file, or an untracked or *ignor
 (git itself counts ignored files as expendable; a developer's ``.env`` is not).
 
 The update is git's own two-tree checkout split into steps that can each be run again:
-the new index is built aside (``read-tree -m old new`` on a copy of the index, which keeps
-the developer's unrelated staged changes), deleted paths are unlinked, the others written
-with ``checkout-index -f``, the index replaced, and the branch moved last with a
-compare-and-swap. Every path it writes was found equal to the old commit first, so after a
-crash the same steps finish the job. Throughout, bar holds the checkout's ``index.lock``
+the new index is built aside (a copy of the index with the touched entries, found equal to
+the old commit's, set to the new one's: what ``read-tree -m old new`` makes of it, which
+keeps the developer's unrelated staged changes and every other entry's stat data),
+deleted paths are unlinked, the others written with ``checkout-index -f``, their stat data
+noted, the index replaced, and the branch moved last with a compare-and-swap. Every path
+it writes was found equal to the old commit first, so after a crash the same steps finish
+the job. Its cost is in the paths it touches, not in the checkout's size, but for reading
+and writing the index and one look at the touched files (``git status`` of those alone
+where they are few: ``FEW``). Throughout, bar holds the checkout's ``index.lock``
 (so no git command changes the index meanwhile) and writes into it a marker naming the
 apply and its phase: recovery finishes an update only if it finds its own marker saying
 the update had begun.
@@ -23,6 +27,7 @@ goes through ``bar.git.safe.SafeGit``, which runs nothing an agent could have pl
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -39,6 +44,13 @@ from bar.git.safe import SafeGit
 
 GITLINK = "160000"
 ABSENT = "000000"
+# at most this many paths are named to git: it matches each entry of the index against
+# every path named (at 40,000 entries, ten named cost half a look at every file, sixty
+# about as much as the whole look; a refresh of a hundred, two thirds of a whole one)
+FEW = 64
+_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+# the entries of ``ls-files -z -v`` with a tag other than "H" (tracked, nothing set)
+_FLAGGED = re.compile(rb"(?:\A|\0)([^H\0]) ([^\0]*)")
 
 # (file in a worktree's admin directory, what is in progress, how to end it)
 _OPERATIONS = (
@@ -134,14 +146,27 @@ def refuse_mid_operation(
 # --- what is in the way --------------------------------------------------------------
 
 
-def blocking_paths(safe: SafeGit, checkout: Path, old: str, new: str) -> list[str]:
+def blocking_paths(
+    safe: SafeGit, checkout: Path, old: str, new: str, found: list[Change] | None = None
+) -> list[str]:
     """Paths that keep an update of ``checkout`` from ``old`` to ``new`` (commits or
-    trees) from being safe: every touched path must be clean there (not changed, staged,
-    assumed unchanged or skipped), no unresolved conflict anywhere, and no untracked or
-    ignored file where the update writes a file or makes a directory."""
-    found = changes(safe, checkout, old, new)
+    trees; ``found``: their ``changes``, if known) from being safe: every touched path
+    must be clean there (not changed, staged, assumed unchanged or skipped), no
+    unresolved conflict anywhere, and no untracked or ignored file where the update
+    writes a file or makes a directory."""
+    found = changes(safe, checkout, old, new) if found is None else found
     touched = {c.path for c in found}
     blocked: set[str] = set()
+    # every entry's tag: an unresolved conflict anywhere ("M": one line per side), and
+    # the touched paths git would not look at (assumed unchanged: lower case; skipped)
+    listed = safe.git(checkout, "ls-files", "-z", "-v").stdout
+    for tag, raw in _FLAGGED.findall(listed):  # (all but the plain "H", found in C)
+        path = raw.decode("utf-8", "surrogateescape")
+        if tag in b"Mm" or ((tag.islower() or tag == b"S") and path in touched):
+            blocked.add(path)
+    # the touched paths looked at alone where they are few; git matches every entry of
+    # the index against every path named, so past a few dozen one look at all is cheaper
+    named = sorted(touched) if len(touched) <= FEW else []
     # (a submodule's HEAD is compared, but no git is run inside it: its configuration is
     # the agent's to plant as well)
     status = safe.git(
@@ -152,16 +177,13 @@ def blocking_paths(safe: SafeGit, checkout: Path, old: str, new: str) -> list[st
         "--untracked-files=no",
         "--no-renames",
         "--ignore-submodules=dirty",
+        *(["--", *named] if named else []),
+        env=_LITERAL if named else None,
     ).stdout
     for item in status.split(b"\0"):
         xy, path = item[:2].decode(errors="replace"), item[3:].decode("utf-8", "surrogateescape")
         if path in touched or "U" in xy or xy in ("AA", "DD"):
             blocked.add(path)
-    listed = safe.git(checkout, "ls-files", "-z", "-v").stdout
-    for item in listed.split(b"\0"):
-        path = item[2:].decode("utf-8", "surrogateescape")
-        if (item[:1].islower() or item[:1] == b"S") and path in touched:
-            blocked.add(path)  # assumed unchanged or skipped: git would not look at it
     return sorted(blocked | _untracked_in_the_way(checkout, found))
 
 
@@ -292,11 +314,20 @@ def unlock(checkout: Path, token: str) -> None:
 
 
 def advance(
-    safe: SafeGit, checkout: Path, branch: str, old: str, new: str, *, token: str, reason: str
+    safe: SafeGit,
+    checkout: Path,
+    branch: str,
+    old: str,
+    new: str,
+    *,
+    token: str,
+    reason: str,
+    found: list[Change] | None = None,
 ) -> None:
     """Bring ``checkout`` (whose lock ``token`` holds, every touched path found clean)
-    from ``old`` to ``new``: index, files, then the branch. Running it again after a
-    crash at any point between its writes ends in the same state."""
+    from ``old`` to ``new`` (``found``: their ``changes``, if known): index, files, then
+    the branch. Running it again after a crash at any point between its writes ends in
+    the same state."""
     import shutil  # only where an apply writes a checkout
 
     _mark_updating(checkout, token)
@@ -312,10 +343,13 @@ def advance(
         shutil.copyfile(index, staged, follow_symlinks=False)
         racy.keep_time(index, staged)
     env = git.index_env(staged)
-    safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
+    found = changes(safe, checkout, old, new) if found is None else found
+    if staged.exists():  # the touched entries, found clean, of new instead of old
+        safe.git(checkout, "update-index", "-z", "--index-info", env=env, input=_entries(found))
+    else:
+        safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
     faults.point("after writing the checkout's new index")
-    found = changes(safe, checkout, old, new)
-    guard = _guard(safe, checkout, admin)
+    guard = _guard(safe, checkout, admin, _algorithm(new))
     guard.hand_back()  # (captured by an attempt that was killed)
     for c in found:
         if not c.in_new:
@@ -343,7 +377,7 @@ def advance(
                     _move_in(written / c.path, c, guard)
         shutil.rmtree(written, ignore_errors=True)
         guard.settle()
-        safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
+        _refresh(safe, checkout, env, [c.path for c in found if c.in_new])
     guard.close()
     _tell_raced(checkout, guard.raced, new)
     faults.point("after writing the checkout's files")
@@ -352,14 +386,50 @@ def advance(
     safe.update_ref(checkout, f"refs/heads/{branch}", new, old, reason)
 
 
-def _guard(safe: SafeGit, checkout: Path, admin: Path) -> guarded.Guard:
+def _entries(found: list[Change]) -> bytes:
+    """What ``git read-tree -m OLD NEW`` changes in an index whose touched entries are
+    OLD's, as lines of ``update-index -z --index-info``: the paths that go first (a file
+    may leave where a directory comes), then the new version of every other. Every other
+    entry is kept as it was, its stat data and the developer's staged changes with it."""
+    gone = [c for c in found if not c.in_new]
+    kept = [c for c in found if c.in_new]
+    lines = [b"0 %s\t%s\0" % (c.new_blob.encode(), _raw(c.path)) for c in gone]
+    lines += [
+        b"%s %s\t%s\0" % (c.new_mode.encode(), c.new_blob.encode(), _raw(c.path)) for c in kept
+    ]
+    return b"".join(lines)
+
+
+def _raw(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _refresh(safe: SafeGit, checkout: Path, env: dict[str, str], landed: list[str]) -> None:
+    """The stat data of the files the update wrote, noted in the new index (``env``),
+    which keeps every other entry's as the checkout's index had it: the written paths
+    alone where they are few (``FEW``), else every entry (a look at every file). A path
+    whose file changed since it was written stays changed, as after any refresh."""
+    if 0 < len(landed) <= FEW:
+        only = safe.git(
+            checkout, "add", "--refresh", "--", *landed, env={**env, **_LITERAL}, check=False
+        )
+        if only.returncode == 0:
+            return
+    safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
+
+
+def _algorithm(oid: str) -> str:
+    """The hash algorithm of object id ``oid`` (git's two: SHA-1, SHA-256)."""
+    return "sha256" if len(oid) == 64 else "sha1"
+
+
+def _guard(safe: SafeGit, checkout: Path, admin: Path, algo: str) -> guarded.Guard:
     """Writes into ``checkout`` that never overwrite a save that raced them."""
 
     def converted(rel: str, file: Path) -> str | None:
         res = safe.git(checkout, "hash-object", f"--path={rel}", "--", str(file), check=False)
         return res.out.strip() if res.returncode == 0 else None
 
-    algo = git.out(checkout, "rev-parse", "--show-object-format")
     return guarded.Guard(checkout, admin / "bar-apply-aside", algo, converted)
 
 
@@ -470,7 +540,7 @@ def _clear_own_ref_lock(checkout: Path, branch: str) -> None:
 def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
     """Touched paths whose file is neither absent nor the old or the new version (changed
     since the update was interrupted, so redoing it would lose work)."""
-    algo = git.out(checkout, "rev-parse", "--show-object-format")
+    algo = _algorithm(found[0].new_blob) if found else "sha1"  # (no path: nothing hashed)
     touched = {c.path for c in found}
     odd: list[str] = []
     files: list[Change] = []

@@ -322,7 +322,7 @@ class Guard:
         link and the unlink of their staged name moved their ctime past the mtime git
         gave them, and a ctime newer than the mtime is what a time set back looks like
         (``bar.git.racy``). Done in one pass after all are placed, just before the
-        caller notes their stat (``git update-index --refresh``): the files' mtimes and
+        caller notes their stat (a refresh of the index): the files' mtimes and
         the index then fall in as short a time as git's own checkout gives them. A file
         saved over one of them since is left as saved."""
         for rel, ino in self.placed:
