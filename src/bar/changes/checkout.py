@@ -157,19 +157,12 @@ def blocking_paths(
     found = changes(safe, checkout, old, new) if found is None else found
     touched = {c.path for c in found}
     blocked: set[str] = set()
-    # every entry's tag: an unresolved conflict anywhere ("M": one line per side), and
-    # the touched paths git would not look at (assumed unchanged: lower case; skipped)
-    listed = safe.git(checkout, "ls-files", "-z", "-v").stdout
-    for tag, raw in _FLAGGED.findall(listed):  # (all but the plain "H", found in C)
-        path = raw.decode("utf-8", "surrogateescape")
-        if tag in b"Mm" or ((tag.islower() or tag == b"S") and path in touched):
-            blocked.add(path)
     # the touched paths looked at alone where they are few; git matches every entry of
     # the index against every path named, so past a few dozen one look at all is cheaper
     named = sorted(touched) if len(touched) <= FEW else []
     # (a submodule's HEAD is compared, but no git is run inside it: its configuration is
-    # the agent's to plant as well)
-    status = safe.git(
+    # the agent's to plant as well; what it prints is short: the paths not clean)
+    status = safe.start(
         checkout,
         "status",
         "--porcelain=v1",
@@ -179,8 +172,16 @@ def blocking_paths(
         "--ignore-submodules=dirty",
         *(["--", *named] if named else []),
         env=_LITERAL if named else None,
-    ).stdout
-    for item in status.split(b"\0"):
+    )
+    # meanwhile, every entry's tag: an unresolved conflict anywhere ("M": one line per
+    # side), and the touched paths git would not look at (assumed unchanged: lower
+    # case; skipped)
+    listed = safe.git(checkout, "ls-files", "-z", "-v").stdout
+    for tag, raw in _FLAGGED.findall(listed):  # (all but the plain "H", found in C)
+        path = raw.decode("utf-8", "surrogateescape")
+        if tag in b"Mm" or ((tag.islower() or tag == b"S") and path in touched):
+            blocked.add(path)
+    for item in status.result().stdout.split(b"\0"):
         xy, path = item[:2].decode(errors="replace"), item[3:].decode("utf-8", "surrogateescape")
         if path in touched or "U" in xy or xy in ("AA", "DD"):
             blocked.add(path)

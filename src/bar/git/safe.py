@@ -98,6 +98,15 @@ class SafeGit:
             input=input,
         )
 
+    def start(
+        self, where: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+    ) -> Started:
+        """``git`` begun now, its result read later (``Started.result()``: for a small
+        output), while the caller does something else."""
+        return git.start(
+            where, f"--work-tree={os.path.abspath(where)}", *args, env=self._with(env), check=check
+        )
+
     def _with(self, env: Mapping[str, str] | None) -> dict[str, str]:
         """Its environment with ``env``'s; settings ``env`` gives git (``GIT_CONFIG_*``,
         as ``git.TREES_ONLY`` does) follow its own, and may set none of its own keys."""
