@@ -98,7 +98,6 @@ def fig23(f: Fixture, p: Params) -> list[Row]:
 FIGURE = ("apply onto the checked-out branch ÷ git plumbing", fig23)
 
 
-
 def main(argv: list[str]) -> int:
     import run
 
