@@ -423,6 +423,16 @@ def git_commands(trace: Path) -> list[str]:
     return names
 
 
+def git_argvs(trace: Path) -> list[list[str]]:
+    """The command line of every git a ``GIT_TRACE2_EVENT`` file saw start."""
+    found = []
+    for line in trace.read_text().splitlines() if trace.exists() else ():
+        event = json.loads(line)
+        if event["event"] == "start":
+            found.append(list(event["argv"]))
+    return found
+
+
 def side_index_of(task: dict[str, Any]) -> Path:
     """The task's side index (``tasks/<id>/index``), by which its watcher is asked."""
     return task_dir(str(task["id"])) / "index"

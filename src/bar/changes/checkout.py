@@ -15,7 +15,7 @@ noted, the index replaced, and the branch moved last with a compare-and-swap. Ev
 it writes was found equal to the old commit first, so after a crash the same steps finish
 the job. Its cost is in the paths it touches, not in the checkout's size, but for reading
 and writing the index and one look at the touched files (``git status`` of those alone
-where they are few: ``FEW``). Throughout, bar holds the checkout's ``index.lock``
+where they are few: ``bar.git.FEW_PATHS``). Throughout, bar holds the checkout's ``index.lock``
 (so no git command changes the index meanwhile) and writes into it a marker naming the
 apply and its phase: recovery finishes an update only if it finds its own marker saying
 the update had begun.
@@ -44,10 +44,6 @@ from bar.git.safe import SafeGit
 
 GITLINK = "160000"
 ABSENT = "000000"
-# at most this many paths are named to git: it matches each entry of the index against
-# every path named (at 40,000 entries, ten named cost half a look at every file, sixty
-# about as much as the whole look; a refresh of a hundred, two thirds of a whole one)
-FEW = 64
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 # the entries of ``ls-files -z -v`` with a tag other than "H" (tracked, nothing set), in
 # its output with a NUL put before the first (a pattern that begins with a plain byte is
@@ -161,7 +157,7 @@ def blocking_paths(
     blocked: set[str] = set()
     # the touched paths looked at alone where they are few; git matches every entry of
     # the index against every path named, so past a few dozen one look at all is cheaper
-    named = sorted(touched) if len(touched) <= FEW else []
+    named = sorted(touched) if len(touched) <= git.FEW_PATHS else []
     # (a submodule's HEAD is compared, but no git is run inside it: its configuration is
     # the agent's to plant as well; what it prints is short: the paths not clean)
     status = safe.start(
@@ -380,7 +376,7 @@ def advance(
                     _move_in(written / c.path, c, guard)
         shutil.rmtree(written, ignore_errors=True)
         guard.settle()
-        _refresh(safe, checkout, env, [c.path for c in found if c.in_new])
+        git.refresh(safe.git, checkout, [c.path for c in found if c.in_new], env)
     guard.close()
     _tell_raced(checkout, guard.raced, new)
     faults.point("after writing the checkout's files")
@@ -405,20 +401,6 @@ def _entries(found: list[Change]) -> bytes:
 
 def _raw(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
-
-
-def _refresh(safe: SafeGit, checkout: Path, env: dict[str, str], landed: list[str]) -> None:
-    """The stat data of the files the update wrote, noted in the new index (``env``),
-    which keeps every other entry's as the checkout's index had it: the written paths
-    alone where they are few (``FEW``), else every entry (a look at every file). A path
-    whose file changed since it was written stays changed, as after any refresh."""
-    if 0 < len(landed) <= FEW:
-        only = safe.git(
-            checkout, "add", "--refresh", "--", *landed, env={**env, **_LITERAL}, check=False
-        )
-        if only.returncode == 0:
-            return
-    safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
 
 
 def _algorithm(oid: str) -> str:

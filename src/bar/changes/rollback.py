@@ -570,8 +570,8 @@ def _move_in(
             os.unlink(staging / raced.path)
     if changes:
         guard.settle()
-        env = git.index_env(task.index)
-        git.git(wt, "update-index", "-q", "--refresh", env=env, check=False)
+        written = [c[4] for c in changes if c[1] != guarded.ABSENT]
+        git.refresh(git.git, wt, written, git.index_env(task.index))
     if saves := guarded.by_path(guard.raced):
         shown = ", ".join(_raced_shown(task, rel, saves[rel]) for rel in list(saves)[:10])
         one = len(saves) == 1
@@ -610,7 +610,7 @@ _Change = tuple[str, str, str, str, str]  # old mode, new mode, old blob, new bl
 
 def _changes(wt: Path, a: str, b: str) -> list[_Change]:
     """(old mode, new mode, old blob, new blob, path) of every path that differs."""
-    raw = git.git(wt, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    raw = git.diff_trees(wt, a, b, trees=False).stdout
     parts = raw.split(b"\0")
     found: list[_Change] = []
     for meta, path in zip(parts[::2], parts[1::2], strict=False):

@@ -965,9 +965,7 @@ def _modes(worktree: Path, now_tree: str, target_tree: str) -> dict[str, tuple[s
     mode, new object), mode ``000000`` where it is absent."""
     from bar import git
 
-    raw = git.git(
-        worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", now_tree, target_tree
-    ).stdout
+    raw = git.diff_trees(worktree, now_tree, target_tree).stdout
     parts = raw.split(b"\0")
     found: dict[str, tuple[str, str, str]] = {}
     i = 0

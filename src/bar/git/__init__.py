@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bar.base import faults
@@ -20,6 +20,12 @@ from bar.base.proc import start as start_child
 from bar.base.record import record
 from bar.errors import GitError
 from bar.store.files import open_regular
+
+# at most this many paths are named to git in one command: it matches each entry of
+# the index against every path named (at 40,000 entries, ten cost half a look at every
+# file, sixty about as much as the whole look; a refresh of a hundred, two thirds)
+FEW_PATHS = 64
+
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
@@ -625,9 +631,63 @@ class RawChange:
     src_blob: str = ""  # (all zeros where the path was not there)
 
 
+# the last few ``diff_trees`` git gave, by repository and the two ids: a tree never
+# changes, and one restore asks for the same pair from several places
+_TREE_DIFFS: dict[tuple[str, str, str], Result] = {}
+_TREE_DIFFS_KEPT = 2
+
+
+def diff_trees(
+    repo: Path | str, a: str, b: str, *, trees: bool = True, check: bool = True
+) -> Result:
+    """``git diff-tree -r -z --no-renames --raw A B``: every path that differs between
+    two trees (or commits), with ``trees`` the trees that differ too (``-t``); git asked
+    once for a pair of object ids, whichever of the two is asked."""
+    key = (str(repo), a, b)
+    res = _TREE_DIFFS.get(key)
+    if res is None:
+        res = git(repo, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", a, b, check=check)
+        if res.returncode == 0 and is_object_id(a) and is_object_id(b):
+            while len(_TREE_DIFFS) >= _TREE_DIFFS_KEPT:
+                del _TREE_DIFFS[next(iter(_TREE_DIFFS))]
+            _TREE_DIFFS[key] = res
+    if trees or res.returncode != 0:
+        return res
+    return Result(res.cmd, 0, _without_trees(res.stdout), res.stderr)
+
+
+def _without_trees(raw: bytes) -> bytes:
+    """``diff-tree -t``'s output without its trees' entries: what it gives without
+    ``-t`` (a tree that becomes a file, or back, is a removal and an addition)."""
+    parts = raw.split(b"\0")
+    kept = [
+        meta + b"\0" + path + b"\0"
+        for meta, path in zip(parts[::2], parts[1::2], strict=False)
+        if b"040000" not in (meta[1:7], meta[8:14])
+    ]
+    return b"".join(kept)
+
+
+def refresh(
+    run_git: Callable[..., Result], where: Path, paths: Sequence[str], env: Mapping[str, str]
+) -> None:
+    """Note in the index ``env`` names (``index_env``) the stat data of ``paths``, files
+    just written in ``where`` as that index holds them: those alone where they are few
+    (``FEW_PATHS``), else every entry's (a stat of every file). A file changed since
+    stays changed, as after any refresh. ``run_git``: ``git``, or a ``SafeGit``'s."""
+    if 0 < len(paths) <= FEW_PATHS:
+        literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}
+        if (
+            run_git(where, "add", "--refresh", "--", *paths, env=literal, check=False).returncode
+            == 0
+        ):
+            return
+    run_git(where, "update-index", "-q", "--refresh", env=env, check=False)
+
+
 def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
     """Every path that differs between two trees, without rename detection."""
-    raw = git(repo, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    raw = diff_trees(repo, a, b, trees=False).stdout
     parts = raw.split(b"\0")
     changes: list[RawChange] = []
     i = 0

@@ -60,9 +60,7 @@ class Restore:
 def before(worktree: Path, old_tree: str, new_tree: str, stamped: dict[str, int]) -> Restore:
     """What a restore from ``old_tree`` to ``new_tree`` will write. ``stamped``: the
     ctimes of the stamps of ``old_tree`` that are not racy (directory -> ctime)."""
-    res = git.git(
-        worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, new_tree, check=False
-    )
+    res = git.diff_trees(worktree, old_tree, new_tree, check=False)
     if res.returncode != 0:
         return Restore(None, {})
     added: dict[str, set[str]] = {}

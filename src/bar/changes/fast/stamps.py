@@ -574,9 +574,7 @@ def shape_of(
     if diff is not None and diff[0] == old_tree:
         raw = diff[1]
     else:
-        res = git.git(
-            worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree, check=False
-        )
+        res = git.diff_trees(worktree, old_tree, tree, check=False)
         if res.returncode != 0:
             return list_tree(worktree, tree)
         raw = res.stdout
