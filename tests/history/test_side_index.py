@@ -110,3 +110,55 @@ def test_an_index_that_is_not_split_or_not_there_is_not_crowded(tmp_path: Path) 
     assert not side_index.crowded(tmp_path / "other")
     (tmp_path / "full").write_bytes(b"DIRC" + bytes(4) + side_index.CROWDED.to_bytes(4, "big"))
     assert side_index.crowded(tmp_path / "full")
+
+
+def test_the_shared_part_is_read_for_racy_entries_only_when_a_write_made_it(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write of a split index sets its shared part's time to now, so the time of
+    the shared part says nothing: one written anew is a new file in its folder. The
+    check for racily clean entries after a write (``bar.git.racy``) reads the shared
+    part only then: not after a step that wrote the small part alone."""
+    from bar.base import file_clock
+    from bar.git import racy
+
+    for n in range(FILES):
+        (repo / f"f{n}.txt").write_text(f"{n}\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "files"], cwd=repo, check=True)
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    index = side_index_of(task)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 1 >> f1.txt").code == 0
+    own = task_dir(str(task["id"])) / "git"
+    read: list[int] = []
+    real = racy._has_racy
+
+    def spy(data: bytes, *args: int) -> bool | None:
+        read.append(len(data))
+        return real(data, *args)
+
+    monkeypatch.setattr(racy, "_has_racy", spy)
+    # (the first writes after a task's worktree was made start new shared parts: its
+    # entries were written racily clean: ``side_index.crowded``)
+    for n in range(5):
+        since = file_clock.tick_after(file_clock.floor())
+        assert bar(capfd, "run", "--", "sh", "-c", f"echo {n} >> f2.txt").code == 0
+        if own.stat().st_mtime_ns < since:
+            break
+    shared = racy._shared_part(index.read_bytes(), own, 20)
+    assert shared is not None and shared.stat().st_mtime_ns >= since
+    assert own.stat().st_mtime_ns < since  # (kept, its time set to now)
+    read.clear()
+    racy.needed(index, since)
+    assert shared.stat().st_size not in read and read  # (the written part was read)
+
+    read.clear()
+    since = file_clock.tick_after(file_clock.floor())
+    _git_on_index(
+        task, "-c", "splitIndex.maxPercentChange=0", "update-index", "--chmod=+x", "f3.txt"
+    )
+    made = racy._shared_part(index.read_bytes(), own, 20)
+    assert made is not None and made != shared
+    racy.needed(index, since)
+    assert made.stat().st_size in read

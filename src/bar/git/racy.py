@@ -126,9 +126,15 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
         return True  # not read: ask git
     if found:
         return True
-    shared = _shared_part(data, git.own_git_dir(index), oid_size)
-    if shared is not None:
+    own = git.own_git_dir(index)
+    shared = _shared_part(data, own, oid_size)
+    if shared is not None and own is not None:
         try:
+            # git sets the shared part's time to now at every write of the index that
+            # keeps it (so it is not expired); one written anew is a new file, which moves
+            # the time of its folder: a folder untouched since the write began holds none
+            if own.stat().st_mtime_ns < since_ns:
+                return False
             if shared.stat().st_mtime_ns >= since_ns:  # written by this very write
                 return _has_racy(shared.read_bytes(), since_s, oid_size, written_s) is not False
         except OSError:
