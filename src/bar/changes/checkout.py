@@ -15,10 +15,10 @@ noted, the index replaced, and the branch moved last with a compare-and-swap. Ev
 it writes was found equal to the old commit first, so after a crash the same steps finish
 the job. Its cost is in the paths it touches, not in the checkout's size, but for reading
 and writing the index and one look at the touched files (``git status`` of those alone
-where they are few: ``bar.git.FEW_PATHS``). Throughout, bar holds the checkout's ``index.lock``
-(so no git command changes the index meanwhile) and writes into it a marker naming the
-apply and its phase: recovery finishes an update only if it finds its own marker saying
-the update had begun.
+where they are few: ``bar.git.FEW_PATHS``). Throughout, bar holds the checkout's
+``index.lock`` (so no git command changes the index meanwhile) and writes into it a
+marker naming the apply and its phase: recovery finishes an update only if it finds its
+own marker saying the update had begun.
 
 Every git command here, and every one ``bar.changes.apply`` runs to compute and land its commit,
 goes through ``bar.git.safe.SafeGit``, which runs nothing an agent could have planted.
