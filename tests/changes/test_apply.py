@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import bar, git_commands, ledger, new_task, run_sh, worktree
+from helpers import bar, commit_files, git_commands, ledger, new_task, run_sh, worktree
 
 from conftest import git
 
@@ -236,11 +236,8 @@ def test_apply_onto_the_checkout_leaves_its_index_as_git_would(
     and a removed file are right, and what the developer had staged elsewhere stays
     staged, with the untouched entries' stat data as it was."""
     repo = inited_clean
-    (repo / "keep.txt").write_text("kept\n")
-    (repo / "gone.txt").write_text("to remove\n")
-    (repo / "spot").write_text("a file, then a directory\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "three files")
+    made = {"keep.txt": "kept\n", "gone.txt": "to remove\n", "spot": "a file, then a dir\n"}
+    commit_files(repo, made, "three files")
     new_task(capfd)
     run(
         capfd,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import bar, ledger, new_task, run_sh, worktree
+from helpers import bar, commit_files, ledger, new_task, run_sh, worktree
 
 from conftest import git
 
@@ -59,10 +59,8 @@ def test_the_dry_run_shows_the_diff_git_shows_of_what_lands(
 ) -> None:
     """The dry run's stat and patch are git's `diff --stat -p` of the target to the
     commit the apply then makes: renames, odd names, a binary file, a three-way merge."""
-    (inited_clean / "big.txt").write_text("".join(f"line {i}\n" for i in range(40)))
-    (inited_clean / "other.txt").write_text("other\n")
-    git(inited_clean, "add", "-A")
-    git(inited_clean, "commit", "-qm", "two files")
+    big = "".join(f"line {i}\n" for i in range(40))
+    commit_files(inited_clean, {"big.txt": big, "other.txt": "other\n"}, "two files")
     new_task(capfd)
     run_sh(
         capfd,

@@ -16,6 +16,7 @@ from helpers import (
     BAR_EXE,
     bar,
     bar_exe,
+    commit_files,
     files_in_commit,
     files_on_disk,
     ledger,
@@ -31,14 +32,6 @@ from conftest import git
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
     run_sh(capfd, script)
-
-
-def commit_files(repo: Path, files: dict[str, str], message: str) -> None:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", message)
 
 
 # --- files git does not track --------------------------------------------------------

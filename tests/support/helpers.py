@@ -396,6 +396,15 @@ def run_writer(cwd: Path, tmp_path: Path, script: list[dict[str, Any]], name: st
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def commit_files(repo: Path, files: dict[str, str], message: str) -> None:
+    """Write ``files`` (path -> text) in ``repo`` and commit everything there."""
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    for args in (["add", "-A"], ["commit", "-qm", message]):
+        subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
+
+
 def run_sh(capfd: pytest.CaptureFixture[str], script: str) -> Ran:
     """``bar run -- sh -c SCRIPT``, which must succeed."""
     res = bar(capfd, "run", "--", "sh", "-c", script)
