@@ -24,7 +24,7 @@ UI_STAMP  := $(UI_VENDOR)/.installed
 
 .PHONY: install agents shells browser ui-assets test test-fast test-long lint typecheck unit demo demo-workers bench bench-full clean
 
-$(STAMP): setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
+$(STAMP): setup.py src/bar/sandbox/exec_quick.c src/bar/cli/launcher.c bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers,otel]'
@@ -38,6 +38,9 @@ $(STAMP): setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y setuptools
 	@# bar starts on every agent step: never make it compile its modules at run time
 	$(PY) -m compileall -q src/bar
+	@# the compiled bar in place of the script (optional: without a C compiler bar stays
+	@# the script): Python's start saved on every served command and every agent's hook
+	$(PY) -m bar.cli.launcher
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

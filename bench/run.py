@@ -157,7 +157,10 @@ def find_bar(given: Path | None) -> Tools:
             raise SystemExit("bench: no bar executable found; install it or pass --bar")
         bar = Path(found)
     bar = bar.resolve() if bar.is_symlink() else bar
-    first = bar.read_bytes().split(b"\n", 1)[0]
+    script = bar
+    if bar.read_bytes()[:4] == b"\x7fELF":  # the compiled bar: its Python script beside it
+        script = bar.with_name("bar-python")
+    first = script.read_bytes().split(b"\n", 1)[0]
     if not first.startswith(b"#!"):
         raise SystemExit(f"bench: cannot tell which interpreter runs {bar}")
     python = Path(first[2:].decode().strip().split()[0])

@@ -11,7 +11,10 @@ handed over as it is and the reply printed, so this path imports only ``os``, ``
 files. With no ``bar run`` to ask, the command is judged here with the policy of the
 project the agent works in (bar's default policy outside one) and nothing is recorded.
 
-Anything that goes wrong blocks the command with a message (fail closed).
+Anything that goes wrong blocks the command with a message (fail closed). The compiled
+``bar`` (``bar.cli.launcher``) hands the event to ``bar run`` itself; when the one it
+reached took it and gave no answer, it runs this with ``--unanswered WHY`` (the event on
+stdin), which blocks the call as this would have, and sends nothing again.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def hook_main(argv: list[str]) -> int:
             print(USAGE, file=sys.stderr)
         return 0 if argv else 2
     agent, rest = argv[0], argv[1:]
+    if agent in AGENTS and rest[:1] == ["--unanswered"] and len(rest) == 2:
+        sys.stdin.buffer.read()
+        return _fail_closed(agent, rest[1])
     if agent not in AGENTS or (rest and (rest[0] != "--socket" or len(rest) != 2)):
         print(USAGE, file=sys.stderr)
         print(

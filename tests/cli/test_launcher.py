@@ -1,0 +1,291 @@
+"""The compiled ``bar`` (``bar.cli.launcher``) sends the resident the same request as the
+Python client, byte for byte, in every locale and state of the streams and signals it
+serves; hands ``bar hook``'s event to the running step and prints its reply; and runs
+bar's Python, with the same arguments and standard input, for everything else."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bar.cli import launcher
+from bar.step import channel
+from helpers import BAR_EXE
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with bar's Python script as the install writes it, and the compiled bar
+    built beside it."""
+    folder = tmp_path_factory.mktemp("bin")
+    installed = Path(BAR_EXE)
+    if installed.read_bytes().startswith(b"\x7fELF"):  # (make install built one already)
+        shutil.copy(installed.with_name(launcher.PYTHON_NAME), folder / "bar")
+    else:
+        shutil.copy(installed, folder / "bar")
+    launcher.build(folder)
+    assert (folder / "bar").read_bytes().startswith(b"\x7fELF")
+    return folder
+
+
+class Listener:
+    """A socket that answers as a resident's fork would, then keeps the request it got
+    and refuses it (``no test``): the caller runs the command itself."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.requests: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"hello\n")
+                data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 8)
+                for fd in fds:
+                    os.close(fd)
+                head, _, body = data.partition(b"\n")
+                while len(body) < int(head):
+                    body += conn.recv(1 << 20)
+                self.requests.append(body)
+                conn.sendall(b"no test\n")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def listener(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
+    folder = tmp_path / "sock"
+    folder.mkdir(mode=0o700)
+    path = folder / "resident.sock"
+    found = Listener(path)
+    monkeypatch.setenv("BAR_RESIDENT_SOCKET", str(path))
+    yield found
+    found.close()
+
+
+def _fields(body: bytes) -> list[bytes]:
+    return body.split(b"\0")
+
+
+# (name, changes to the environment, a umask, signals ignored, signals blocked)
+CASES = [
+    ("utf-8 locale", {"LANG": "C.UTF-8"}, 0o022, (), ()),
+    ("no locale at all: coerced", {"LANG": None, "LC_ALL": None, "LC_CTYPE": None}, 0o022, (), ()),
+    ("LC_ALL=C", {"LC_ALL": "C"}, 0o027, (), ()),
+    ("LC_ALL=POSIX", {"LC_ALL": "POSIX"}, 0o022, (), ()),
+    ("LC_CTYPE=C beside LANG", {"LANG": "C.UTF-8", "LC_CTYPE": "C"}, 0o022, (), ()),
+    ("a locale not installed", {"LANG": "xx_YY.UTF-8", "LC_ALL": None}, 0o022, (), ()),
+    ("unbuffered", {"PYTHONUNBUFFERED": "1"}, 0o077, (), ()),
+    ("nohup", {}, 0o022, (signal.SIGHUP, signal.SIGINT), ()),
+    ("blocked", {}, 0o022, (), (signal.SIGUSR1, signal.SIGTERM)),
+    ("odd environment", {"X": "a=b\tc", "EMPTY": "", "ü": "ä"}, 0o022, (), ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "mask", "ignored", "blocked"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_the_request_is_the_python_client_s(
+    built: Path,
+    listener: Listener,
+    tmp_path: Path,
+    changes: dict[str, str | None],
+    mask: int,
+    ignored: tuple[int, ...],
+    blocked: tuple[int, ...],
+) -> None:
+    env = dict(os.environ)
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+
+    def setup() -> None:
+        os.umask(mask)
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+
+    for program in (built / "bar-python", built / "bar"):
+        subprocess.run(
+            [str(program), "status", "--json", "a b", "ü"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            preexec_fn=setup,
+            check=False,
+            timeout=60,
+        )
+    assert len(listener.requests) >= 2, "both clients asked the resident"
+    python, compiled = listener.requests[0], listener.requests[-1]
+    assert _fields(compiled) == _fields(python)
+    assert _fields(compiled)[14:17] == [b"--json", b"a b", "ü".encode()]
+
+
+def test_what_it_does_not_serve_runs_in_python_with_the_same_arguments(
+    built: Path, tmp_path: Path
+) -> None:
+    for args in (["--version"], ["help", "run"], ["hook", "claude", "--help"], ["nosuch"]):
+        here = subprocess.run(
+            [str(built / "bar"), *args], capture_output=True, check=False, timeout=60
+        )
+        there = subprocess.run(
+            [str(built / "bar-python"), *args], capture_output=True, check=False, timeout=60
+        )
+        assert (here.returncode, here.stdout, here.stderr) == (
+            there.returncode,
+            there.stdout,
+            there.stderr,
+        ), args
+
+
+class Step:
+    """A socket answering as a running step's ``bar run`` does (``bar.step.channel``): a
+    reply given, or none (the connection closed after the event is read)."""
+
+    def __init__(self, path: Path, reply: bytes | None) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.reply = reply
+        self.got: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while chunk := conn.recv(65536):
+                    data += chunk
+                self.got.append(data)
+                if self.reply is not None:
+                    conn.sendall(self.reply)
+
+
+EVENT = b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}}'
+
+
+@pytest.mark.parametrize("long_path", [False, True], ids=["short path", "a path over 100 bytes"])
+def test_a_hook_is_handed_to_the_running_step_and_its_reply_printed(
+    built: Path, tmp_path: Path, long_path: bool
+) -> None:
+    folder = tmp_path / ("d" * 120 if long_path else "s")
+    folder.mkdir()
+    path = folder / "task.sock"
+    reply = channel.encode_reply(channel.Reply(2, b'{"x": 1}\n', b"blocked: rm\n"))
+    step = Step(path, reply) if not long_path else None
+    if long_path:  # (bound through the folder, as bar run binds a deep task's socket)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            step = Step(Path(f"/proc/self/fd/{fd}/task.sock"), reply)
+        finally:
+            os.close(fd)
+    assert step is not None
+    done = subprocess.run(
+        [str(built / "bar"), "hook", "claude", "--socket", str(path)],
+        input=EVENT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, b'{"x": 1}\n', b"blocked: rm\n")
+    assert step.got == [b"bar1 hook claude\n" + EVENT]
+    through_env = subprocess.run(
+        [str(built / "bar"), "hook", "codex"],
+        input=EVENT,
+        env={**os.environ, "BAR_SOCKET": str(path)},
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert through_env.returncode == 2
+    assert step.got[-1] == b"bar1 hook codex\n" + EVENT
+
+
+def test_a_step_that_takes_the_event_and_does_not_answer_blocks_the_call_once(
+    built: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "task.sock"
+    step = Step(path, None)
+    done = subprocess.run(
+        [str(built / "bar"), "hook", "claude", "--socket", str(path)],
+        input=EVENT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    python = subprocess.run(
+        [str(built / "bar-python"), "hook", "claude", "--socket", str(path)],
+        input=EVENT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == python.returncode == 2
+    assert b"did not answer" in done.stderr
+    assert (done.stdout, done.stderr) == (python.stdout, python.stderr)
+    assert len(step.got) == 2, "the compiled bar sent the event once, as Python did"
+
+
+def test_no_running_step_the_event_reaches_python_whole(built: Path, tmp_path: Path) -> None:
+    """A socket nobody listens at: Python judges the event (bar's default policy here),
+    so it must get the event the compiled bar had read."""
+    args = ["hook", "claude", "--socket", str(tmp_path / "gone.sock")]
+    dangerous = (
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "/", '
+        b'"tool_input": {"command": "rm -rf ~"}}'
+    )
+    here = subprocess.run(
+        [str(built / "bar"), *args], input=dangerous, capture_output=True, timeout=60
+    )
+    there = subprocess.run(
+        [str(built / "bar-python"), *args], input=dangerous, capture_output=True, timeout=60
+    )
+    assert (here.returncode, here.stdout, here.stderr) == (
+        there.returncode,
+        there.stdout,
+        there.stderr,
+    )
+    assert here.returncode == 2  # (bar's default policy blocks it)
+
+
+def test_an_install_that_moved_is_said(built: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "bin"
+    moved.mkdir()
+    shutil.copy(built / "bar-python", moved / "bar")
+    text = (moved / "bar").read_bytes().replace(sys.executable.encode(), b"/nonexistent/python", 1)
+    (moved / "bar").write_bytes(text)
+    try:
+        launcher.build(moved)
+    except launcher.LauncherError as exc:
+        assert "cannot import bar" in str(exc)
+    else:
+        pytest.fail("a launcher built for a Python that is not there")
