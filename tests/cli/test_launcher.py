@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import BAR_EXE
 
 from bar.cli import launcher
 from bar.step import channel
-from helpers import BAR_EXE
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -87,23 +87,27 @@ def _fields(body: bytes) -> list[bytes]:
     return body.split(b"\0")
 
 
-# (name, changes to the environment, a umask, signals ignored, signals blocked)
+NO_LOCALE = {"LANG": None, "LC_ALL": None, "LC_CTYPE": None}
+# (name, changes to the environment, a umask, signals ignored, signals blocked, the
+# standard descriptors closed)
 CASES = [
-    ("utf-8 locale", {"LANG": "C.UTF-8"}, 0o022, (), ()),
-    ("no locale at all: coerced", {"LANG": None, "LC_ALL": None, "LC_CTYPE": None}, 0o022, (), ()),
-    ("LC_ALL=C", {"LC_ALL": "C"}, 0o027, (), ()),
-    ("LC_ALL=POSIX", {"LC_ALL": "POSIX"}, 0o022, (), ()),
-    ("LC_CTYPE=C beside LANG", {"LANG": "C.UTF-8", "LC_CTYPE": "C"}, 0o022, (), ()),
-    ("a locale not installed", {"LANG": "xx_YY.UTF-8", "LC_ALL": None}, 0o022, (), ()),
-    ("unbuffered", {"PYTHONUNBUFFERED": "1"}, 0o077, (), ()),
-    ("nohup", {}, 0o022, (signal.SIGHUP, signal.SIGINT), ()),
-    ("blocked", {}, 0o022, (), (signal.SIGUSR1, signal.SIGTERM)),
-    ("odd environment", {"X": "a=b\tc", "EMPTY": "", "ü": "ä"}, 0o022, (), ()),
+    ("utf-8 locale", {"LANG": "C.UTF-8"}, 0o022, (), (), ()),
+    ("no locale at all: coerced", NO_LOCALE, 0o022, (), (), ()),
+    ("LC_ALL=C", {"LC_ALL": "C"}, 0o027, (), (), ()),
+    ("LC_ALL=POSIX", {"LC_ALL": "POSIX"}, 0o022, (), (), ()),
+    ("LC_CTYPE=C beside LANG", {"LANG": "C.UTF-8", "LC_CTYPE": "C"}, 0o022, (), (), ()),
+    ("a locale not installed", {"LANG": "xx_YY.UTF-8", "LC_ALL": None}, 0o022, (), (), ()),
+    ("unbuffered", {"PYTHONUNBUFFERED": "1"}, 0o077, (), (), ()),
+    ("nohup", {}, 0o022, (signal.SIGHUP, signal.SIGINT), (), ()),
+    ("blocked", {}, 0o022, (), (signal.SIGUSR1, signal.SIGTERM), ()),
+    ("odd environment", {"X": "a=b\tc", "EMPTY": "", "ü": "ä"}, 0o022, (), (), ()),
+    ("stdin and stdout closed", {}, 0o022, (), (), (0, 1)),
+    ("stderr closed, no locale", NO_LOCALE, 0o022, (), (), (2,)),
 ]
 
 
 @pytest.mark.parametrize(
-    ("changes", "mask", "ignored", "blocked"),
+    ("changes", "mask", "ignored", "blocked", "closed"),
     [c[1:] for c in CASES],
     ids=[c[0] for c in CASES],
 )
@@ -115,6 +119,7 @@ def test_the_request_is_the_python_client_s(
     mask: int,
     ignored: tuple[int, ...],
     blocked: tuple[int, ...],
+    closed: tuple[int, ...],
 ) -> None:
     env = dict(os.environ)
     for name, value in changes.items():
@@ -128,6 +133,8 @@ def test_the_request_is_the_python_client_s(
         for number in ignored:
             signal.signal(number, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        for fd in closed:
+            os.close(fd)
 
     for program in (built / "bar-python", built / "bar"):
         subprocess.run(
@@ -140,8 +147,10 @@ def test_the_request_is_the_python_client_s(
             check=False,
             timeout=60,
         )
-    assert len(listener.requests) >= 2, "both clients asked the resident"
-    python, compiled = listener.requests[0], listener.requests[-1]
+    # Python's and the compiled bar's, which ran Python when the resident refused the
+    # command, and Python did not ask again
+    assert len(listener.requests) == 2
+    python, compiled = listener.requests[0], listener.requests[1]
     assert _fields(compiled) == _fields(python)
     assert _fields(compiled)[14:17] == [b"--json", b"a b", "ü".encode()]
 

@@ -15,6 +15,9 @@ WARM = "bar.cli.warm"
 
 # the pid of the process whose death ends this one (a ``bar worker``, for its steps)
 PARENT = "BAR_DIE_WITH"
+# set by the compiled ``bar`` (``bar.cli.launcher``) that asked the resident already and
+# runs this for what it did not take: not asked twice
+TRIED = "BAR_SERVE_TRIED"
 
 
 def main(args: list[str]) -> int:
@@ -28,7 +31,8 @@ def main(args: list[str]) -> int:
     absolute_home()
     if PARENT in os.environ:
         die_with_parent(os.environ.pop(PARENT))
-    if args[:1] and (args[0] in resident.SERVED or args[0] in resident.QUIET):
+    tried = os.environ.pop(TRIED, None) is not None
+    if args[:1] and (args[0] in resident.SERVED or args[0] in resident.QUIET) and not tried:
         code = resident.serve(args)
         if code is not None:  # served: this process made nothing that needs finalizing
             for stream in (sys.stdout, sys.stderr):

@@ -130,12 +130,16 @@ static int write_all(int fd, const char *data, size_t size) {
 
 /* --- what `bar.cli.entry` does before anything else ------------------------------------ */
 
+/* the standard descriptors the caller had closed (bit 1 << fd) */
+static int closed_streams;
+
 /* Descriptors 0, 1 and 2 open (on /dev/null where the caller closed them). */
 static void standard_descriptors(void) {
     for (int fd = 0; fd < 3; fd++) {
         struct stat st;
         if (fstat(fd, &st) == 0)
             continue;
+        closed_streams |= 1 << fd;
         int null = open("/dev/null", O_RDWR);
         if (null >= 0 && null != fd) {
             dup2(null, fd);
@@ -269,11 +273,13 @@ struct streams {
 /* How Python 3.11 would set up its streams here: 1, or 0 for a locale this program is
    not sure of (Python then starts, and works it out itself). */
 static int python_streams(struct streams *s) {
-    const char *name = setlocale(LC_CTYPE, "");
-    if (name == NULL)
-        name = setlocale(LC_CTYPE, NULL); /* (a locale not installed: still "C") */
-    if (name == NULL)
+    const char *found = setlocale(LC_CTYPE, "");
+    if (found == NULL)
+        found = setlocale(LC_CTYPE, NULL); /* (a locale not installed: still "C") */
+    if (found == NULL)
         return 0;
+    char name[128];
+    snprintf(name, sizeof name, "%s", found); /* (the next setlocale may reuse its buffer) */
     s->coerced = NULL;
     if (!strcmp(name, "C") || !strcmp(name, "POSIX")) {
         /* the C locale: UTF-8 mode (PEP 540), and unless LC_ALL is set, LC_CTYPE set to
@@ -297,7 +303,9 @@ static int python_streams(struct streams *s) {
         if (codeset == NULL || strcmp(codeset, "UTF-8"))
             return 0;
         s->utf8_mode = 0;
-        s->errors[0] = s->errors[1] = "strict";
+        /* (a locale Python would coerce to keeps the C locale's errors) */
+        int target = !strcmp(name, "C.UTF-8") || !strcmp(name, "C.utf8") || !strcmp(name, "UTF-8");
+        s->errors[0] = s->errors[1] = target ? "surrogateescape" : "strict";
     }
     s->errors[2] = "backslashreplace";
     return 1;
@@ -453,25 +461,35 @@ static int shared_status(const char *pid, struct buffer *out) {
 }
 
 /* whether the process that answered could be this caller's resident
-   (bar.changes.fast.resident._trusted; a warning is Python's to give) */
-static int trusted(struct lines *l) {
+   (bar.changes.fast.resident._trusted): one that says hello and is not is warned of */
+static int trusted(struct lines *l, const char *path) {
     char line[64];
     if (next_line(l, line, sizeof line) == NULL || strcmp(line, "hello"))
         return 0;
-    if (!l->said || l->pid <= 0 || l->uid != getuid())
-        return 0;
-    char pid[24], path[64], theirs[128], mine[128];
-    snprintf(pid, sizeof pid, "%d", (int)l->pid);
-    snprintf(path, sizeof path, "/proc/%s/ns/pid", pid);
-    ssize_t a = readlink(path, theirs, sizeof theirs - 1);
-    ssize_t b = readlink("/proc/self/ns/pid", mine, sizeof mine - 1);
-    if (a <= 0 || a != b || memcmp(theirs, mine, (size_t)a))
-        return 0;
-    struct buffer x = {0}, y = {0};
-    int same = shared_status(pid, &x) == 0 && shared_status("self", &y) == 0 &&
+    int same = 0;
+    char pid[24], where[64], theirs[128], mine[128];
+    if (l->said && l->pid > 0 && l->uid == getuid()) {
+        snprintf(pid, sizeof pid, "%d", (int)l->pid);
+        snprintf(where, sizeof where, "/proc/%s/ns/pid", pid);
+        ssize_t a = readlink(where, theirs, sizeof theirs - 1);
+        ssize_t b = readlink("/proc/self/ns/pid", mine, sizeof mine - 1);
+        struct buffer x = {0}, y = {0};
+        same = a > 0 && a == b && !memcmp(theirs, mine, (size_t)a) &&
+               shared_status(pid, &x) == 0 && shared_status("self", &y) == 0 &&
                x.size == y.size && !memcmp(x.data, y.data, x.size);
-    free(x.data);
-    free(y.data);
+        free(x.data);
+        free(y.data);
+    }
+    if (!same) {
+        if (l->said)
+            snprintf(pid, sizeof pid, "%d", (int)l->pid);
+        else
+            strcpy(pid, "?");
+        fprintf(stderr,
+                "bar: warning: the process listening on %s is not a resident of yours (pid "
+                "%s: a confined step's, or another user's); not used\n",
+                path, pid);
+    }
     return same;
 }
 
@@ -513,7 +531,10 @@ static int request(struct buffer *b, const struct streams *s) {
     for (int fd = 0; fd < 3; fd++) {
         char text[64];
         int line = !unbuffered && (fd == 2 || isatty(fd));
-        snprintf(text, sizeof text, "utf-8:%s:%d:%d", s->errors[fd], line, unbuffered);
+        if (closed_streams & (1 << fd)) /* (the stream bar.cli.entry makes for it) */
+            snprintf(text, sizeof text, "utf-8:%s:0:0", fd ? "backslashreplace" : "strict");
+        else
+            snprintf(text, sizeof text, "utf-8:%s:%d:%d", s->errors[fd], line, unbuffered);
         add_field(b, text);
     }
     add_number(b, arg_count);
@@ -652,9 +673,11 @@ static void serve(void) {
         close(sock);
         return;
     }
+    /* asked: bar's Python, if it runs the command, does not ask again */
+    setenv("BAR_SERVE_TRIED", "1", 1);
     struct lines lines = {.sock = sock};
     errno = 0;
-    if (!trusted(&lines)) {
+    if (!trusted(&lines, path)) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             forget(path, &known); /* a resident that does not answer */
         close(sock);

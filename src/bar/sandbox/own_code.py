@@ -49,6 +49,8 @@ def linked(roots: list[Path] | None = None, *, again: bool = False) -> list[str]
 
         script = Path(sys.executable).parent / "bar"
         roots = [Path(bar.__file__).parent, script, Path(os.path.realpath(sys.executable))]
+        if script.with_name("bar-python").exists():  # (beside the compiled bar: the script)
+            roots.append(script.with_name("bar-python"))
     key = tuple(map(str, roots))
     if again or key not in _checked:
         _checked[key] = [path for root in roots for path in _linked_under(root)]
