@@ -6,9 +6,11 @@ bar's Python, with the same arguments and standard input, for everything else.""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -18,7 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import BAR_EXE
 
-from bar.cli import launcher
+from bar.agents import AGENTS
+from bar.cli import entry, launcher
 from bar.step import channel
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -48,6 +51,7 @@ class Listener:
         self.sock.bind(str(path))
         self.sock.listen(4)
         self.requests: list[bytes] = []
+        self.programs: list[str] = []  # the program of each process that asked
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -58,6 +62,10 @@ class Listener:
             except OSError:
                 return
             with conn:
+                pid = struct.unpack(
+                    "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                )[0]
+                self.programs.append(os.readlink(f"/proc/{pid}/exe"))
                 conn.sendall(b"hello\n")
                 data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 8)
                 for fd in fds:
@@ -150,6 +158,7 @@ def test_the_request_is_the_python_client_s(
     # Python's and the compiled bar's, which ran Python when the resident refused the
     # command, and Python did not ask again
     assert len(listener.requests) == 2
+    assert listener.programs[1] == str(built / "bar")
     python, compiled = listener.requests[0], listener.requests[1]
     assert _fields(compiled) == _fields(python)
     assert _fields(compiled)[14:17] == [b"--json", b"a b", "ü".encode()]
@@ -298,3 +307,58 @@ def test_an_install_that_moved_is_said(built: Path, tmp_path: Path) -> None:
         assert "cannot import bar" in str(exc)
     else:
         pytest.fail("a launcher built for a Python that is not there")
+
+
+def test_its_constants_are_the_python_client_s() -> None:
+    """What the compiled bar knows of the protocols it speaks is what bar's Python says:
+    a change on one side without the other fails here (a launcher built before such a
+    change, from the old ``launcher.c``, runs everything in Python: see the next test)."""
+    from bar.changes.fast import resident
+
+    source = launcher.SOURCE.read_text()
+
+    def c_string(name: str) -> str:
+        match = re.search(rf'#define {name} "([^"]*)"', source)
+        assert match, name
+        return match.group(1)
+
+    def c_words(name: str) -> list[str]:
+        match = re.search(rf"{name}\[\] = \{{([^}}]*)\}}", source)
+        assert match, name
+        return re.findall(r'"([^"]*)"', match.group(1))
+
+    assert c_string("MAGIC").encode() == resident.MAGIC
+    assert c_string("SOCKET_NAME") == resident.SOCKET
+    assert c_string("HOOK_MAGIC").encode() == channel.MAGIC
+    assert f"#define IDLE_S {resident.IDLE_S}\n" in source
+    assert f"#define TIMEOUT_S {int(resident.TIMEOUT)}\n" in source
+    assert f"#define HOOK_TIMEOUT_S {int(channel.TIMEOUT)}\n" in source
+    assert c_words("SERVED") == list(resident.SERVED)
+    assert c_words("QUIET") == list(resident.QUIET)
+    assert c_words("HARMLESS_PYTHON") == sorted(resident._HARMLESS_PYTHON)
+    assert c_words("agents") == sorted(AGENTS)
+    named = re.search(r"forwarded\[\] = \{([^}]*)\}", source)
+    assert named and re.findall(r"SIG\w+", named.group(1)) == list(resident.FORWARDED)
+    assert f'"{entry.TRIED}"' in source
+
+
+def test_a_launcher_older_than_its_source_runs_everything_in_python(
+    built: Path, tmp_path: Path, listener: Listener
+) -> None:
+    """The compiled bar notes which ``launcher.c`` it was built from; once that file
+    changes (bar updated in place, ``make install`` not run again) it asks nothing itself."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(built / "bar-python", fresh / "bar")
+    source = tmp_path / "launcher.c"
+    shutil.copy(launcher.SOURCE, source)
+    launcher.build(fresh, source=source)
+    subprocess.run(
+        [str(fresh / "bar"), "status"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+    )
+    assert listener.programs == [str(fresh / "bar")]  # (Python did not ask again)
+    source.write_text(source.read_text() + "\n")
+    subprocess.run(
+        [str(fresh / "bar"), "status"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+    )
+    assert listener.programs[1:] == [os.path.realpath(sys.executable)]  # (Python's own)

@@ -67,16 +67,26 @@ def interpreter(script: Path) -> str:
     return os.fsdecode(words[0])
 
 
-def build(folder: Path, compiler: str | None = None) -> Path:
-    """Build the compiled ``bar`` into ``folder`` (where the install put bar's script);
-    its path. ``LauncherError`` says why not (no compiler among them)."""
+def build(folder: Path, compiler: str | None = None, source: Path = SOURCE) -> Path:
+    """Build the compiled ``bar`` into ``folder`` (where the install put bar's script)
+    from ``source``; its path. ``LauncherError`` says why not (no compiler among them).
+    The build notes which source it was (its size and time): once that file changes (bar
+    updated in place without a new build), the compiled ``bar`` runs every command in
+    Python, whose protocols may have changed with it."""
     cc = compiler or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         raise LauncherError("no C compiler (cc) found")
     script = python_script(folder)
     python = interpreter(script)
     package = _package_of(python)
-    defines = {"BAR_PYTHON": python, "BAR_SCRIPT": str(script), "BAR_PACKAGE": package}
+    found = source.stat()
+    defines = {
+        "BAR_PYTHON": python,
+        "BAR_SCRIPT": str(script),
+        "BAR_PACKAGE": package,
+        "BAR_SOURCE": str(source.absolute()),
+        "BAR_SOURCE_ID": f"{found.st_size}:{found.st_mtime_ns}",
+    }
     for name, value in defines.items():
         if '"' in value or "\\" in value or "\n" in value:
             raise LauncherError(f"{name} {value!r}: a path a C string cannot hold plainly")
@@ -85,7 +95,7 @@ def build(folder: Path, compiler: str | None = None) -> Path:
     try:
         command = [cc, "-O2", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]
         command += [f'-D{name}="{value}"' for name, value in defines.items()]
-        command += ["-o", built, str(SOURCE)]
+        command += ["-o", built, str(source)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise LauncherError(f"{cc} failed:\n{done.stderr.strip()}")
