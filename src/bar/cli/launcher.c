@@ -181,14 +181,20 @@ static const char *env(const char *name) {
     return value ? value : "";
 }
 
+/* Python's str.isspace, for the ASCII that an environment variable holds */
+static int blank(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+/* `BAR_FAST` says off (bar.changes.fast.resident._speed_off) */
 static int is_off(const char *value) {
     char low[8];
     size_t n = 0;
-    while (*value == ' ' || *value == '\t' || *value == '\n')
+    while (blank(*value))
         value++;
     for (; *value && n < sizeof low - 1; value++)
         low[n++] = (char)((*value >= 'A' && *value <= 'Z') ? *value + 32 : *value);
-    while (n && (low[n - 1] == ' ' || low[n - 1] == '\t' || low[n - 1] == '\n'))
+    if (*value)
+        return 0; /* (longer than any word that says off) */
+    while (n && blank(low[n - 1]))
         n--;
     low[n] = '\0';
     return !strcmp(low, "0") || !strcmp(low, "false") || !strcmp(low, "no") ||
