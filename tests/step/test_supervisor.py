@@ -232,6 +232,20 @@ def test_a_supervisor_that_cannot_start_leaves_no_step_behind(
     assert not any(s.get("interrupted") for s in ledger(t["id"]))
 
 
+def test_a_hook_whose_bar_run_took_the_event_and_did_not_answer_is_blocked() -> None:
+    """``--unanswered WHY`` (the compiled bar's, when the running step it reached gave no
+    answer): the call is blocked in the agent's own format, saying why; nothing is asked."""
+    for agent in ("claude", "codex", "gemini"):
+        res = subprocess.run(
+            [BAR_EXE, "hook", agent, "--unanswered", "bar run did not answer (timed out)"],
+            input=b'{"hook_event_name": "PreToolUse"}',
+            capture_output=True,
+            timeout=60,
+        )
+        assert res.returncode == 2, agent
+        assert b"did not answer (timed out)" in res.stderr and json.loads(res.stdout), agent
+
+
 def test_hook_help_is_help_not_a_denial() -> None:
     res = bar_exe("hook", "claude", "--help")
     assert res.code == 0 and "deny" not in res.out and "usage: bar hook" in res.out
