@@ -59,3 +59,21 @@ def test_a_waiter_names_the_processes_that_outlived_the_holder(tmp_path: Path) -
         except Locked:
             time.sleep(0.05)
     assert json.loads(lock.read_text() or "{}") == {}  # (taken, then let go)
+
+
+def test_a_lock_whose_holder_died_is_taken_once_what_it_started_lets_go(
+    tmp_path: Path,
+) -> None:
+    """Even with ``--no-wait``: a bar killed while a step runs leaves the lock with the
+    step's holder, which ends the step and lets go within moments; the next command
+    takes it then rather than saying the task is busy. What holds on for longer (above:
+    a process that outlived its bar) is still named, after that moment."""
+    lock = tmp_path / "task.lock"
+    held = HOLDER.replace('["sleep", "60"]', '["sleep", "0.3"]')
+    bar = subprocess.Popen([sys.executable, "-c", held, str(lock)], stdout=subprocess.PIPE)
+    assert bar.stdout is not None
+    int(bar.stdout.readline())
+    bar.kill()
+    bar.wait()
+    with FileLock(lock, "task t", wait=False):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()

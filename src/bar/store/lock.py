@@ -25,6 +25,10 @@ from bar.store.files import FILE_MODE
 
 DEFAULT_TIMEOUT = 600.0
 _NOTICE_AFTER = 1.0
+# how long even ``--no-wait`` waits for a lock whose holder has died: what it started
+# (a step's holder, ``bar.sandbox.holder``) ends every process of the step and lets go
+# once it sees its bar gone, which takes it some milliseconds
+_RELEASE_GRACE = 2.0
 
 
 def lock_timeout() -> float:
@@ -54,6 +58,16 @@ def describe_holder(path: Path) -> str:
     shown = ", ".join(f"pid {p} ({_command(p)})" for p in left[:3])
     more = f" and {len(left) - 3} more" if len(left) > 3 else ""
     return f"{said}, which has exited; what it started still holds it: {shown}{more}"
+
+
+def _holder_died(path: Path) -> bool:
+    """Whether the bar that wrote its pid into the lock at ``path`` has exited."""
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return False
+    pid = info.get("pid") if isinstance(info, dict) else None
+    return isinstance(pid, int) and pid > 0 and not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -167,6 +181,9 @@ class FileLock:
                 break
             except BlockingIOError:
                 waited = time.monotonic() - start
+                if not self.wait and waited < _RELEASE_GRACE and _holder_died(self.path):
+                    time.sleep(0.01)  # (not busy: being let go)
+                    continue
                 if not self.wait or waited >= self.timeout:
                     holder = describe_holder(self.path)
                     os.close(fd)
