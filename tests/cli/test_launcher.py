@@ -5,6 +5,7 @@ bar's Python, with the same arguments and standard input, for everything else.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -46,10 +47,11 @@ class Listener:
     """A socket that answers as a resident's fork would, then keeps the request it got
     and refuses it (``no test``): the caller runs the command itself."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, answer: bytes = b"no test\n") -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(4)
+        self.answer = answer
         self.requests: list[bytes] = []
         self.programs: list[str] = []  # the program of each process that asked
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -74,7 +76,11 @@ class Listener:
                 while len(body) < int(head):
                     body += conn.recv(1 << 20)
                 self.requests.append(body)
-                conn.sendall(b"no test\n")
+                conn.sendall(self.answer)
+                if self.answer.startswith(b"pid"):  # (a caller that takes it says go)
+                    conn.settimeout(10)
+                    with contextlib.suppress(OSError):
+                        conn.recv(3)
 
     def close(self) -> None:
         self.sock.close()
@@ -185,11 +191,12 @@ class Step:
     """A socket answering as a running step's ``bar run`` does (``bar.step.channel``): a
     reply given, or none (the connection closed after the event is read)."""
 
-    def __init__(self, path: Path, reply: bytes | None) -> None:
+    def __init__(self, path: Path, reply: bytes | None, *, read: bool = True) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(4)
         self.reply = reply
+        self.read = read  # (False: closed at once, the event unread)
         self.got: list[bytes] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -201,7 +208,7 @@ class Step:
                 return
             with conn:
                 data = b""
-                while chunk := conn.recv(65536):
+                while self.read and (chunk := conn.recv(65536)):
                     data += chunk
                 self.got.append(data)
                 if self.reply is not None:
@@ -362,3 +369,93 @@ def test_a_launcher_older_than_its_source_runs_everything_in_python(
         [str(fresh / "bar"), "status"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60
     )
     assert listener.programs[1:] == [os.path.realpath(sys.executable)]  # (Python's own)
+
+
+@pytest.mark.parametrize("read", [True, False], ids=["read, no answer", "closed unread"])
+def test_a_step_that_drops_the_event_blocks_the_call(
+    built: Path, tmp_path: Path, read: bool
+) -> None:
+    """A step's socket that closes before it has read the event (the write fails: a
+    broken pipe, which must not kill the hook: an agent runs the command when its hook
+    dies) or after, without a word: the call is blocked, as Python blocks it."""
+    path = tmp_path / "task.sock"
+    Step(path, None, read=read)
+    event = EVENT * (20000 if not read else 1)  # (more than the socket holds unread)
+    runs = [
+        subprocess.run(
+            [str(built / program), "hook", "claude", "--socket", str(path)],
+            input=event,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        for program in ("bar", "bar-python")
+    ]
+    assert runs[0].returncode == runs[1].returncode == 2
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+
+
+@pytest.mark.parametrize("answer", [b"pid \n", b"pid abc\n", b"pid 0\n", b"pid 1\n"])
+def test_a_pid_it_cannot_pass_signals_to_is_not_taken(
+    built: Path, tmp_path: Path, answer: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork that names no pid, or 0 or 1 (signals to it would reach the caller's own
+    group, or every process): the command is run here, by Python, not waited on."""
+    folder = tmp_path / "sock"
+    folder.mkdir(mode=0o700)
+    path = folder / "resident.sock"
+    odd = Listener(path, answer=answer)
+    monkeypatch.setenv("BAR_RESIDENT_SOCKET", str(path))
+    try:
+        done = subprocess.run(
+            [str(built / "bar"), "status", "--json"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    finally:
+        odd.close()
+    assert odd.programs == [str(built / "bar")]  # (asked once; Python did not ask again)
+    assert b"ended without saying how" not in done.stderr
+
+
+def test_it_leaves_a_file_that_is_not_a_socket_where_its_socket_would_be(
+    built: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "sock"
+    folder.mkdir(mode=0o700)
+    path = folder / "resident.sock"
+    path.write_text("keep me")
+    for program in ("bar", "bar-python"):
+        subprocess.run(
+            [str(built / program), "status"],
+            env={**os.environ, "BAR_RESIDENT_SOCKET": str(path)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        assert path.read_text() == "keep me", program
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"BAR_SERVE_TRIED": "1"}, {"BAR_FAST": "off      "}, {"BAR_FAST": "off\u00a0"}],
+    ids=["asked already", "off, and spaces", "off, and a no-break space"],
+)
+def test_what_python_would_not_ask_it_does_not_ask(
+    built: Path, listener: Listener, tmp_path: Path, variables: dict[str, str]
+) -> None:
+    for program in ("bar", "bar-python"):
+        subprocess.run(
+            [str(built / program), "status"],
+            env={**os.environ, **variables},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    assert listener.requests == []

@@ -64,7 +64,7 @@ static char **arg_values;
 
 static void python(void) __attribute__((noreturn));
 static void python(void) {
-    char **argv = calloc((size_t)arg_count + 2, sizeof *argv);
+    char **argv = calloc((size_t)arg_count + 3, sizeof *argv); /* (argc may be 0) */
     if (argv != NULL) {
         argv[0] = BAR_PYTHON;
         argv[1] = BAR_SCRIPT;
@@ -114,6 +114,44 @@ static void add_number(struct buffer *b, long long n) {
     char text[32];
     snprintf(text, sizeof text, "%lld", n);
     add_field(b, text);
+}
+
+/* all of `data` to the socket `sock`; a peer gone is an error (EPIPE), not SIGPIPE */
+static int send_all(int sock, const char *data, size_t size) {
+    while (size) {
+        ssize_t n = send(sock, data, size, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/* A whole number as Python's int() reads the plain ones (an optional sign, ASCII digits,
+   nothing else), reduced as `& 0xFF` reduces it: 1 and *value, else 0. */
+static int exit_number(const char *text, size_t length, int *value) {
+    size_t i = length && (text[0] == '-' || text[0] == '+');
+    if (i == length)
+        return 0;
+    unsigned mod = 0;
+    for (size_t j = i; j < length; j++) {
+        if (text[j] < '0' || text[j] > '9')
+            return 0;
+        mod = (mod * 10 + (unsigned)(text[j] - '0')) & 0xFF;
+    }
+    *value = (int)((text[0] == '-' ? 256 - mod : mod) & 0xFF);
+    return 1;
+}
+
+/* plain ASCII digits, as many as there are (Python's bytes.isdigit) */
+static int all_digits(const char *text, size_t length) {
+    for (size_t j = 0; j < length; j++)
+        if (text[j] < '0' || text[j] > '9')
+            return 0;
+    return length > 0;
 }
 
 static int write_all(int fd, const char *data, size_t size) {
@@ -186,16 +224,16 @@ static int blank(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 
 
 /* `BAR_FAST` says off (bar.changes.fast.resident._speed_off) */
 static int is_off(const char *value) {
-    char low[8];
-    size_t n = 0;
     while (blank(*value))
         value++;
-    for (; *value && n < sizeof low - 1; value++)
-        low[n++] = (char)((*value >= 'A' && *value <= 'Z') ? *value + 32 : *value);
-    if (*value)
-        return 0; /* (longer than any word that says off) */
-    while (n && blank(low[n - 1]))
+    size_t n = strlen(value);
+    while (n && blank(value[n - 1]))
         n--;
+    if (n > 5)
+        return 0;
+    char low[8];
+    for (size_t i = 0; i < n; i++)
+        low[i] = (char)((value[i] >= 'A' && value[i] <= 'Z') ? value[i] + 32 : value[i]);
     low[n] = '\0';
     return !strcmp(low, "0") || !strcmp(low, "false") || !strcmp(low, "no") ||
            !strcmp(low, "off");
@@ -232,8 +270,20 @@ static int run_here(const char *option) {
                      (n <= 6 && !strncmp("--json", option, n)));
 }
 
+/* a value beyond ASCII: Python reads it as text (str.strip, str.isdigit know more
+   spaces and digits than this program), so Python decides */
+static int beyond_ascii(const char *value) {
+    for (; value && *value; value++)
+        if ((unsigned char)*value >= 0x80)
+            return 1;
+    return 0;
+}
+
 static int may_serve(void) {
     const char *command = arg_values[1];
+    if (getenv("BAR_SERVE_TRIED") || beyond_ascii(getenv("BAR_FAST")) ||
+        beyond_ascii(getenv("BAR_RESIDENT_IDLE")))
+        python(); /* (Python takes the first out of the environment and asks nothing) */
     const char *idle = getenv("BAR_RESIDENT_IDLE");
     if (idle != NULL && is_digits(idle) && strtol(idle, NULL, 10) == 0)
         return 0;
@@ -621,9 +671,12 @@ static void wait_for(struct lines *l, pid_t pid) {
     if (line == NULL)
         line = "";
     close(l->sock);
-    if (!strncmp(line, "exit ", 5))
-        _exit((int)strtol(line + 5, NULL, 10) & 0xFF);
-    int status = 0, known = !strncmp(line, "ended ", 6);
+    int code;
+    if (!strncmp(line, "exit ", 5) && exit_number(line + 5, strlen(line + 5), &code))
+        _exit(code);
+    int status = 0;
+    int known = !strncmp(line, "ended ", 6) && all_digits(line + 6, strlen(line + 6)) &&
+                strlen(line + 6) < 10;
     if (known) {
         status = (int)strtol(line + 6, NULL, 10);
         if (WIFSIGNALED(status)) {
@@ -642,9 +695,9 @@ static void wait_for(struct lines *l, pid_t pid) {
 
 static void forget(const char *path, const struct stat *known) {
     struct stat now;
-    if (known->st_ino && stat(path, &now) == 0 && now.st_dev == known->st_dev &&
-        now.st_ino == known->st_ino)
-        unlink(path);
+    if (known->st_ino && lstat(path, &now) == 0 && S_ISSOCK(now.st_mode) &&
+        now.st_dev == known->st_dev && now.st_ino == known->st_ino)
+        unlink(path); /* (a socket only: never a file someone named there) */
 }
 
 static void set_timeout(int sock, int seconds) {
@@ -710,7 +763,7 @@ static void serve(void) {
     do
         sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent < 0 || write_all(sock, data.data + sent, data.size - (size_t)sent) < 0) {
+    if (sent < 0 || send_all(sock, data.data + sent, data.size - (size_t)sent) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             forget(path, &known);
         close(sock);
@@ -719,7 +772,12 @@ static void serve(void) {
     char said[64];
     errno = 0;
     const char *line = next_line(&lines, said, sizeof said);
-    if (line == NULL || strncmp(line, "pid ", 4)) {
+    /* (a pid it can pass signals to: never 0 or 1, the caller's own group or init) */
+    pid_t fork = line && !strncmp(line, "pid ", 4) && all_digits(line + 4, strlen(line + 4)) &&
+                         strlen(line + 4) < 10
+                     ? (pid_t)strtol(line + 4, NULL, 10)
+                     : 0;
+    if (fork <= 1) {
         if (line == NULL && (errno == EAGAIN || errno == EWOULDBLOCK))
             forget(path, &known);
         close(sock);
@@ -731,7 +789,7 @@ static void serve(void) {
     }
     close(here);
     set_timeout(sock, 0); /* from here the command runs: as long as it takes */
-    wait_for(&lines, (pid_t)strtol(line + 4, NULL, 10));
+    wait_for(&lines, fork);
 }
 
 /* --- `bar hook AGENT [--socket PATH]` inside a step (bar.cli.commands.hook) ----------- */
@@ -800,8 +858,9 @@ static void hook(void) {
     add(&data, "\n", 1);
     add(&data, event.data, event.size);
     char why[160] = "";
-    if (write_all(sock, data.data, data.size) < 0 || shutdown(sock, SHUT_WR) < 0) {
-        snprintf(why, sizeof why, "bar run did not answer (%s)", strerror(errno));
+    if (send_all(sock, data.data, data.size) < 0 || shutdown(sock, SHUT_WR) < 0) {
+        /* (as Python says an OSError) */
+        snprintf(why, sizeof why, "bar run did not answer ([Errno %d] %s)", errno, strerror(errno));
         hook_in_python(event.data, event.size, why);
     }
     struct buffer reply = {0};
@@ -812,8 +871,11 @@ static void hook(void) {
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            snprintf(why, sizeof why, "bar run did not answer (%s)",
-                     errno == EAGAIN ? "timed out" : strerror(errno));
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK)
+                snprintf(why, sizeof why, "bar run did not answer (timed out)");
+            else
+                snprintf(why, sizeof why, "bar run did not answer ([Errno %d] %s)", e, strerror(e));
             hook_in_python(event.data, event.size, why);
         }
         if (n == 0)
@@ -821,30 +883,32 @@ static void hook(void) {
         add(&reply, chunk, (size_t)n);
     }
     close(sock);
-    /* EXIT_CODE \n len(STDOUT) \n STDOUT STDERR */
+    /* EXIT_CODE \n len(STDOUT) \n STDOUT STDERR (bar.step.channel.request's reading) */
     char *code = reply.data, *size = memchr(code, '\n', reply.size);
     char *rest = size ? memchr(size + 1, '\n', reply.size - (size_t)(size + 1 - code)) : NULL;
+    int exit_code = 0;
+    size_t out = 0, total = 0;
     int readable = rest != NULL;
     if (readable) {
-        *size++ = '\0';
-        *rest++ = '\0';
-        const char *digits = code[0] == '-' ? code + 1 : code;
-        while (*digits == '-')
-            digits++;
-        readable = is_digits(digits) && strlen(digits) < 10 && is_digits(size) &&
-                   strlen(size) < 12 &&
-                   strtoull(size, NULL, 10) <= reply.size - (size_t)(rest - reply.data);
+        size_t code_length = (size_t)(size - code), size_length = (size_t)(rest - size - 1);
+        total = reply.size - (size_t)(rest + 1 - reply.data);
+        readable = code_length > 0 && exit_number(code, code_length, &exit_code) &&
+                   code[0] != '+' && all_digits(size + 1, size_length);
+        for (size_t j = 0; readable && j < size_length; j++) {
+            out = out * 10 + (size_t)(size[1 + j] - '0');
+            readable = out <= total;
+        }
+        rest++;
     }
     if (!readable) {
-        snprintf(why, sizeof why, "bar run did not answer (bar run answered something "
-                 "unreadable (%zu bytes))", reply.size);
+        snprintf(why, sizeof why,
+                 "bar run did not answer (bar run answered something unreadable (%zu bytes))",
+                 reply.size);
         hook_in_python(event.data, event.size, why);
     }
-    size_t out = (size_t)strtoull(size, NULL, 10);
-    size_t total = reply.size - (size_t)(rest - reply.data);
     write_all(1, rest, out);
     write_all(2, rest + out, total - out);
-    _exit((int)strtol(code, NULL, 10) & 0xFF);
+    _exit(exit_code);
 }
 
 /* Whether this program was built from the launcher.c that is there now: bar updated in

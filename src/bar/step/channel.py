@@ -78,6 +78,6 @@ def request(path: str, verb: str, arg: str, body: bytes, timeout: float = TIMEOU
     data = b"".join(chunks)
     code, _, rest = data.partition(b"\n")
     size, _, rest = rest.partition(b"\n")
-    if not code.lstrip(b"-").isdigit() or not size.isdigit() or int(size) > len(rest):
+    if not code.removeprefix(b"-").isdigit() or not size.isdigit() or int(size) > len(rest):
         raise OSError(f"bar run answered something unreadable ({len(data)} bytes)")
     return Reply(int(code), rest[: int(size)], rest[int(size) :])

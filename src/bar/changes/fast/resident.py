@@ -295,10 +295,12 @@ def file_id(path: str) -> tuple[int, int] | None:
 
 def _forget(path: str, known: tuple[int, int] | None) -> None:
     """Remove the socket of a resident that is not there, if it is still that socket
-    (not one a new resident has made since)."""
+    (not one a new resident has made since; never a file that is not a socket: a
+    ``BAR_RESIDENT_SOCKET`` may name anything)."""
     if known is not None and file_id(path) == known:
         with _suppress():
-            os.unlink(path)
+            if os.lstat(path).st_mode & 0o170000 == 0o140000:  # (S_IFSOCK)
+                os.unlink(path)
 
 
 def _address(path: str) -> str:
