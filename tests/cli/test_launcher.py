@@ -170,21 +170,30 @@ def test_the_request_is_the_python_client_s(
     assert _fields(compiled)[14:17] == [b"--json", b"a b", "ü".encode()]
 
 
+def _same_either_way(
+    built: Path, args: list[str], event: bytes | None = None
+) -> tuple[int, bytes, bytes]:
+    """What ``bar ARGS`` did, asserted the same from the compiled bar and from Python."""
+    runs = [
+        subprocess.run(
+            [str(built / program), *args],
+            input=event,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        for program in ("bar", "bar-python")
+    ]
+    here, there = ((r.returncode, r.stdout, r.stderr) for r in runs)
+    assert here == there, args
+    return here
+
+
 def test_what_it_does_not_serve_runs_in_python_with_the_same_arguments(
     built: Path, tmp_path: Path
 ) -> None:
     for args in (["--version"], ["help", "run"], ["hook", "claude", "--help"], ["nosuch"]):
-        here = subprocess.run(
-            [str(built / "bar"), *args], capture_output=True, check=False, timeout=60
-        )
-        there = subprocess.run(
-            [str(built / "bar-python"), *args], capture_output=True, check=False, timeout=60
-        )
-        assert (here.returncode, here.stdout, here.stderr) == (
-            there.returncode,
-            there.stdout,
-            there.stderr,
-        ), args
+        assert _same_either_way(built, args)[0] is not None, args
 
 
 class Step:
@@ -288,18 +297,7 @@ def test_no_running_step_the_event_reaches_python_whole(built: Path, tmp_path: P
         b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "/", '
         b'"tool_input": {"command": "rm -rf ~"}}'
     )
-    here = subprocess.run(
-        [str(built / "bar"), *args], input=dangerous, capture_output=True, timeout=60
-    )
-    there = subprocess.run(
-        [str(built / "bar-python"), *args], input=dangerous, capture_output=True, timeout=60
-    )
-    assert (here.returncode, here.stdout, here.stderr) == (
-        there.returncode,
-        there.stdout,
-        there.stderr,
-    )
-    assert here.returncode == 2  # (bar's default policy blocks it)
+    assert _same_either_way(built, args, dangerous)[0] == 2  # (bar's default policy blocks it)
 
 
 def test_an_install_that_moved_is_said(built: Path, tmp_path: Path) -> None:

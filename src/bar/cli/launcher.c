@@ -116,20 +116,6 @@ static void add_number(struct buffer *b, long long n) {
     add_field(b, text);
 }
 
-/* all of `data` to the socket `sock`; a peer gone is an error (EPIPE), not SIGPIPE */
-static int send_all(int sock, const char *data, size_t size) {
-    while (size) {
-        ssize_t n = send(sock, data, size, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        size -= (size_t)n;
-    }
-    return 0;
-}
-
 /* A whole number as Python's int() reads the plain ones (an optional sign, ASCII digits,
    nothing else), reduced as `& 0xFF` reduces it: 1 and *value, else 0. */
 static int exit_number(const char *text, size_t length, int *value) {
@@ -154,9 +140,13 @@ static int all_digits(const char *text, size_t length) {
     return length > 0;
 }
 
+/* all of `data` to `fd`; to a socket with `send`, where a peer gone is an error (EPIPE),
+   never SIGPIPE (a hook killed by it is one an agent takes as a go-ahead) */
 static int write_all(int fd, const char *data, size_t size) {
+    struct stat st;
+    int sock = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
     while (size) {
-        ssize_t n = write(fd, data, size);
+        ssize_t n = sock ? send(fd, data, size, MSG_NOSIGNAL) : write(fd, data, size);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -763,7 +753,7 @@ static void serve(void) {
     do
         sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent < 0 || send_all(sock, data.data + sent, data.size - (size_t)sent) < 0) {
+    if (sent < 0 || write_all(sock, data.data + sent, data.size - (size_t)sent) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             forget(path, &known);
         close(sock);
@@ -858,7 +848,7 @@ static void hook(void) {
     add(&data, "\n", 1);
     add(&data, event.data, event.size);
     char why[160] = "";
-    if (send_all(sock, data.data, data.size) < 0 || shutdown(sock, SHUT_WR) < 0) {
+    if (write_all(sock, data.data, data.size) < 0 || shutdown(sock, SHUT_WR) < 0) {
         /* (as Python says an OSError) */
         snprintf(why, sizeof why, "bar run did not answer ([Errno %d] %s)", errno, strerror(errno));
         hook_in_python(event.data, event.size, why);

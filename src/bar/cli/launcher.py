@@ -148,7 +148,9 @@ def main(argv: list[str]) -> int:
         built = build(folder.absolute())
     except LauncherError as exc:
         print(f"bar: the compiled bar was not built, bar stays the Python script: {exc}")
-        return 0  # (optional: bar works the same without it)
+        # (optional where the install asks for it: bar works the same without it; a folder
+        # named by hand that could not take it is an error)
+        return 1 if argv else 0
     print(f"bar: built {built} (runs {folder.absolute() / PYTHON_NAME} for what it does not serve)")
     return 0
 
