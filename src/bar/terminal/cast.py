@@ -123,9 +123,9 @@ class CastWriter:
             raise
         self._start = time.monotonic()
 
-    def output(self, data: bytes) -> None:
-        """Record ``data``, read just now."""
-        now = self._clock()
+    def output(self, data: bytes, read_at: float | None = None) -> None:
+        """Record ``data``, read just now (or at ``read_at``, a ``time.monotonic()``)."""
+        now = self._clock(read_at)
         if self._scrubber is None:
             self._pieces([(now, data)])
         else:
@@ -139,9 +139,14 @@ class CastWriter:
         text = self._text_file.size() if self._text_file is not None else 0
         return cast + text + 6 * self._held_chars
 
-    def resize(self, width: int, height: int) -> None:
+    def resize(self, width: int, height: int, read_at: float | None = None) -> None:
         self._release()  # (what was printed before it comes before it)
-        self._line([self._at(self._clock()), "r", f"{width}x{height}"])
+        self._line([self._at(self._clock(read_at)), "r", f"{width}x{height}"])
+
+    @property
+    def holding(self) -> bool:
+        """Whether events wait to be written (``tick`` writes them in time)."""
+        return bool(self._held)
 
     def tick(self) -> None:
         """Write the events whose text is written and whose frame has passed, and those
@@ -237,8 +242,8 @@ class CastWriter:
             self._held_since = time.monotonic()
         write_all(self._fd, b"".join(lines))
 
-    def _clock(self) -> float:
-        return round(time.monotonic() - self._start, 6)
+    def _clock(self, at: float | None = None) -> float:
+        return round((time.monotonic() if at is None else at) - self._start, 6)
 
     def _at(self, at: float) -> float:
         # Never let times go backwards: bytes held back by the scrubber across a resize

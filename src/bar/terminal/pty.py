@@ -54,11 +54,10 @@ from bar.errors import BarError, CannotConfine, ExitCode, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, members
-from bar.terminal.pipes import cut_mark
+from bar.terminal.recorder import HANDOVER, Recorder, Recording, handed
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
-_CONTROLS = bytes([*range(32), 127])  # kept escaped in a recording (``\\u0001``)
 _BATCH = 1 << 20  # bytes read from the pty before they are recorded, when it is busy
 _PENDING_LIMIT = 65536  # bytes of input queued for the child before we stop reading more
 _POLL = 0.5  # seconds between exit checks when no SIGCHLD handler could be installed
@@ -160,10 +159,8 @@ class _Session:
         self.interrupt_key = False  # the last key typed was Ctrl-C, read as a key
         self.sent: list[Sent] = []  # the signals keys made, given again to who missed them
         self.kill_at: float | None = None
-        self.cast: CastWriter | None = None
+        self.recording: Recorder | None = None  # (handed to a fork when heavy: ``recorder``)
         self.printed = False
-        self.limit: int | None = None  # bytes of the recording kept at most (None: all)
-        self.cut = False
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
@@ -261,8 +258,9 @@ class _Session:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if self.cast is not None:
-            self.cast.abort()
+        if self.recording is not None:
+            with contextlib.suppress(OSError):
+                self.recording.abort()
 
     # -- the loop
 
@@ -278,16 +276,13 @@ class _Session:
                 self.echo = None
 
     def record(self, data: bytes) -> None:
-        assert self.cast is not None
+        recording = self.recording
+        assert recording is not None
         self.printed = True
-        if self.limit is not None:  # (the bytes kept, the recording's and its text's)
-            if self.cut:
-                return  # (past the limit: shown, not kept)
-            # (a control character is kept as six bytes in the recording's JSON)
-            cost = len(data) + 5 * (len(data) - len(data.translate(None, _CONTROLS)))
-            if self.cast.kept() + cost > self.limit:
-                data, self.cut = cut_mark(), True
-        self.cast.output(data)
+        recording.output(data)
+        if isinstance(recording, Recording) and recording.taken >= HANDOVER:
+            fds = [self.master, self.stdin, self.wake_r, self.wake_w]
+            self.recording = handed(recording, fds + ([self.echo] if self.echo else []))
 
     def read_busy(self, first: bytes) -> bool:
         """Show ``first`` and what else the pty holds now (up to ``_BATCH`` bytes), then
@@ -353,8 +348,8 @@ class _Session:
             self.size = size
             with contextlib.suppress(OSError):
                 _set_size(self.master, size)  # the kernel sends the child SIGWINCH
-            assert self.cast is not None
-            self.cast.resize(*size)
+            assert self.recording is not None
+            self.recording.resize(*size)
 
     def pump(self) -> None:
         proc = self.proc
@@ -363,8 +358,8 @@ class _Session:
         exited_at = last_data = 0.0
         while True:
             self.handle_signals()
-            assert self.cast is not None
-            self.cast.tick()
+            assert self.recording is not None
+            self.recording.tick()
             now = time.monotonic()
             if self.status is None:
                 self.status = proc.poll()
@@ -460,13 +455,13 @@ class _Session:
             front = os.tcgetpgrp(self.master)
             self.sent.append(Sent(signum, members(front, self.proc.pid)))
 
-    def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
+    def result(self, printed: bool, start_size: tuple[int, int], cut: bool) -> PtyResult:
         status = self.status
         assert status is not None
         code, sig = exit_status(status, self.stopped_by or self.keyed)
         width, height = start_size
         interrupt_key = self.interrupt_key and sig is None
-        return PtyResult(code, sig, printed, width, height, interrupt_key, self.cut)
+        return PtyResult(code, sig, printed, width, height, interrupt_key, cut)
 
 
 def run_in_pty(
@@ -504,10 +499,9 @@ def run_in_pty(
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     session = _Session(stdin, stdout)
-    session.limit = limit
     try:
         start_size = session.size = session.find_size()
-        session.cast = CastWriter(
+        cast = CastWriter(
             cast_path,
             width=start_size[0],
             height=start_size[1],
@@ -516,6 +510,7 @@ def run_in_pty(
             text=output_path,
             text_scrubber=scrub() if scrub else None,
         )
+        session.recording = Recording(cast, limit)
         try:
             session.install_handlers()
             session.enter_raw_mode()
@@ -526,7 +521,7 @@ def run_in_pty(
             session.stop_child()
             session.restore_terminal()
             session.restore_handlers()
-        session.cast.close()
-        return session.result(session.printed, start_size)
+        cut = session.recording.close()
+        return session.result(session.printed, start_size, cut)
     finally:
         session.close()

@@ -1,0 +1,195 @@
+"""A pty step's recording handed to a fork of bar once the step has printed much
+(``bar.terminal.recorder``): the same text, recording and limit as bar's own process
+makes, the same error when it cannot write, and a kill of bar loses no more than it did.
+Real pseudo-terminals, real children, a real fork."""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import BAR_EXE, bar, ledger, new_task, task_dir
+from test_pty_terminal import FakeScrubber, python, run
+
+from bar.terminal import pty
+from bar.terminal.cast import CastWriter, read_cast, replay_cast
+
+# a child that prints what a recording must take apart: lines, a progress bar redrawn,
+# colours, characters split between two writes, and a secret split between two writes
+_BUSY = python(
+    """
+    import sys, time
+    out = sys.stdout.buffer
+    for i in range(400):
+        out.write(b"line %d \\x1b[32mgreen\\x1b[0m caf\\xc3" % i)
+        out.flush()
+        out.write(b"\\xa9 \\xe2\\x82\\xac\\n" + b"x" * (i % 97) + b"\\n")
+        if i % 50 == 0:
+            out.write(b"token: hun"); out.flush(); time.sleep(0.01)
+            out.write(b"ter2\\r\\n")
+        if i % 100 == 0:
+            for p in range(0, 101, 20):
+                out.write(b"\\rprogress %d%%" % p)
+            out.write(b"\\n")
+    out.flush()
+    """
+)
+
+
+def _scrubbers() -> FakeScrubber:
+    return FakeScrubber()
+
+
+@pytest.mark.parametrize("handover", [1, 5000, 60_000])
+def test_a_recording_handed_to_a_fork_is_the_one_made_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int
+) -> None:
+    for name in ("kept", "handed"):
+        (tmp_path / name).mkdir()
+    kept = run(tmp_path / "kept", _BUSY, scrub=_scrubbers)
+    assert not kept.result.cut
+    monkeypatch.setattr(pty, "HANDOVER", handover)
+    handed = run(tmp_path / "handed", _BUSY, scrub=_scrubbers)
+    assert handed.result == kept.result
+    assert handed.output == kept.output  # the text, byte for byte
+    assert "hunter2" not in handed.output and "token: ***" in handed.output
+    assert b"hunter2" not in handed.cast_path.read_bytes()
+    assert read_cast(handed.cast_path).output == read_cast(kept.cast_path).output
+    replayed = io.BytesIO()
+    replay_cast(handed.cast_path, replayed, instant=True)
+    assert replayed.getvalue() == handed.shown.replace(b"hunter2", b"***")
+    times = [json.loads(line)[0] for line in handed.cast_path.read_text().splitlines()[1:]]
+    assert times == sorted(times) and times[-1] < 60
+
+
+def test_output_past_its_limit_is_cut_where_a_fork_records_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pty, "HANDOVER", 1)
+    child = python("import sys\nfor i in range(3000): print(f'line {i}\\x01\\x01')")
+    done = run(tmp_path, child, limit=1000)
+    assert done.result.cut and done.result.exit_code == 0
+    assert b"line 2999" in done.shown
+    assert "line 2999" not in done.output and done.output.count("line ") < 200
+    assert "the rest of this output was shown, not kept" in done.output
+
+
+@pytest.mark.parametrize("handover", [1, 1 << 40])
+def test_a_recording_that_cannot_be_written_fails_as_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int
+) -> None:
+    """A full disk met by the fork is raised by bar as bar's own process raises it."""
+    monkeypatch.setattr(pty, "HANDOVER", handover)
+    calls = [0]
+    output = CastWriter.output
+
+    def full_disk(self: CastWriter, data: bytes, read_at: float | None = None) -> None:
+        calls[0] += 1
+        if calls[0] > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        output(self, data, read_at)
+
+    monkeypatch.setattr(CastWriter, "output", full_disk)
+    child = python(
+        "import sys, time\nfor i in range(50): print(i, flush=True); time.sleep(0.01)"
+    )
+    with pytest.raises(OSError) as raised:
+        run(tmp_path, child)
+    assert raised.value.errno == errno.ENOSPC
+
+
+def test_bar_killed_while_a_fork_records_loses_no_more_than_before(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGKILL to bar while its fork records: the fork writes what it was sent and ends,
+    holding no terminal (the step's child gets its hang-up), and the next command
+    records the step interrupted, with what it printed."""
+    t = new_task(capfd)
+    artifacts = task_dir(t["id"]) / "artifacts"
+    lines = (pty.HANDOVER * 2) // 64
+    script = (
+        f"yes 0123456789012345678901234567890123456789012345678901234567890 | head -n {lines}; "
+        "echo printed-before-the-kill.; exec sleep 60"
+    )
+    bar_proc = subprocess.Popen(
+        [BAR_EXE, "run", "--pty", "--", "sh", "-c", script],
+        cwd=inited,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        text = artifacts / "0001.output"
+        while not (text.exists() and b".\n" in text.read_bytes()[-20:]):
+            assert time.monotonic() < deadline, "the step never printed its last line"
+            time.sleep(0.05)
+        left = _descendants(bar_proc.pid)
+        forks = [pid for pid in _children(bar_proc.pid) if _comm(pid).startswith(("bar", "py"))]
+        # (the fork that records: the one whose descriptors include the step's files)
+        (fork,) = [pid for pid in forks if str(text) in _links(pid)]
+        assert not [
+            link for link in _links(fork) if link.startswith(("/dev/pt", "socket:"))
+        ], "bar's fork holds the step's terminal or a socket"
+    finally:
+        bar_proc.send_signal(signal.SIGKILL)
+        bar_proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(map(_alive, left)):
+        assert time.monotonic() < deadline, "the step's child or bar's fork outlived bar"
+        time.sleep(0.05)
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    step = ledger(t["id"])[0]
+    assert step["interrupted"] is True
+    printed = text.read_bytes()
+    assert printed.count(b"0123456789012345678901234567890123456789012345678901234567890") == lines
+    assert b"printed-before-the-kill" in printed
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(p) for p in f.read().split()]
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    found = _children(pid)
+    for child in list(found):
+        found += _descendants(child)
+    return found
+
+
+def _links(pid: int) -> list[str]:
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return links
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
