@@ -97,9 +97,7 @@ def test_a_recording_that_cannot_be_written_fails_as_in_process(
         output(self, data, read_at)
 
     monkeypatch.setattr(CastWriter, "output", full_disk)
-    child = python(
-        "import sys, time\nfor i in range(50): print(i, flush=True); time.sleep(0.01)"
-    )
+    child = python("import sys, time\nfor i in range(50): print(i, flush=True); time.sleep(0.01)")
     with pytest.raises(OSError) as raised:
         run(tmp_path, child)
     assert raised.value.errno == errno.ENOSPC
@@ -136,9 +134,9 @@ def test_bar_killed_while_a_fork_records_loses_no_more_than_before(
         forks = [pid for pid in _children(bar_proc.pid) if _comm(pid).startswith(("bar", "py"))]
         # (the fork that records: the one whose descriptors include the step's files)
         (fork,) = [pid for pid in forks if str(text) in _links(pid)]
-        assert not [
-            link for link in _links(fork) if link.startswith(("/dev/pt", "socket:"))
-        ], "bar's fork holds the step's terminal or a socket"
+        assert not [link for link in _links(fork) if link.startswith(("/dev/pt", "socket:"))], (
+            "bar's fork holds the step's terminal or a socket"
+        )
     finally:
         bar_proc.send_signal(signal.SIGKILL)
         bar_proc.wait(timeout=60)

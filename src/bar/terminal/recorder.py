@@ -33,7 +33,7 @@ from typing import NoReturn, Protocol
 from bar.terminal.cast import CastWriter
 from bar.terminal.pipes import cut_mark
 
-HANDOVER = 1 << 22  # bytes printed before the recording is handed to a fork
+HANDOVER = 1 << 20  # bytes printed before the recording is handed to a fork
 _CONTROLS = bytes([*range(32), 127])  # kept escaped in a recording (``\\u0001``)
 _HEAD = struct.Struct("<cdI")  # a piece sent to the fork: kind, when it was read, length
 _PIPE_SIZE = 1 << 20  # asked of the kernel for the pipe to the fork (Linux)
