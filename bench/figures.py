@@ -894,6 +894,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     t_bar: list[float] = []
     t_tee: list[float] = []
     t_pipe: list[float] = []
+    t_file: list[float] = []
     # measured in a bar that does the step itself: a step the resident serves is done by
     # a fork of it, which is not this process's child (``bar.changes.fast.resident``)
     here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
@@ -911,6 +912,8 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         t_tee.append(f.t(["sh", "-c", f"{produce} | tee {tee_file}"], wt))
         tee_file.unlink()
         t_pipe.append(f.t(["sh", "-c", f"{produce} | cat"], wt))
+        t_file.append(f.t(["sh", "-c", f"{produce} | cat > {tee_file}"], wt))
+        tee_file.unlink()
     rss_many: list[int] = []
     t_many: list[float] = []
     t_git_many: list[float] = []
@@ -990,6 +993,16 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
             note="at least half a plain pipe's speed",
             medians_ms={"bar run": median(t_bar) * 1000, "pipe": median(t_pipe) * 1000},
             samples={"bar run": t_bar, "pipe": t_pipe},
+        ),
+        Row(
+            "8-file",
+            f"`bar run --no-pty` printing {mb} ÷ the same command piped to `cat > FILE`",
+            value=median(t_bar) / median(t_file),
+            op="<=",
+            target=2.0,
+            note="what bar does: the output kept in a file (bar's also scrubbed and synced)",
+            medians_ms={"bar run": median(t_bar) * 1000, "cat > file": median(t_file) * 1000},
+            samples={"bar run": t_bar, "cat > file": t_file},
         ),
         Row(
             "8-tee",

@@ -77,7 +77,9 @@ each is waited for outside any timing when it starts, and stopped after each fig
    (`bench/peak.py`, ~10 MB, the floor): a child's `ru_maxrss` counts the memory of the
    process it was forked from until it execs, so forked from the benchmark itself any
    command would look as large as the benchmark. 8-speed compares the time with the same
-   output piped into `cat` (8-tee: through `tee FILE`). 8-many times the step of 8-files
+   output piped into `cat` (8-file: into `cat > FILE`; 8-tee: through `tee FILE`); 8-pty
+   times `bar run --pty` served by the resident, as a developer's terminal runs it, against
+   `script -qc`. 8-many times the step of 8-files
    (its command modifies up to half of the files from the repository and creates the
    rest, in directories of a hundred) against the same command, then `git add -A` and
    `git commit`, in a checked-out clone.
