@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import BAR_EXE, bar, ledger, new_task, task_dir
@@ -47,7 +48,7 @@ def _scrubbers() -> FakeScrubber:
     return FakeScrubber()
 
 
-@pytest.mark.parametrize("handover", [1, 5000, 60_000])
+@pytest.mark.parametrize("handover", [1, 5000, 20_000])
 def test_a_recording_handed_to_a_fork_is_the_one_made_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int
 ) -> None:
@@ -56,8 +57,9 @@ def test_a_recording_handed_to_a_fork_is_the_one_made_in_process(
     kept = run(tmp_path / "kept", _BUSY, scrub=_scrubbers)
     assert not kept.result.cut
     monkeypatch.setattr(pty, "HANDOVER", handover)
+    forks = _counted(monkeypatch)
     handed = run(tmp_path / "handed", _BUSY, scrub=_scrubbers)
-    assert handed.result == kept.result
+    assert forks == [1] and handed.result == kept.result
     assert handed.output == kept.output  # the text, byte for byte
     assert "hunter2" not in handed.output and "token: ***" in handed.output
     assert b"hunter2" not in handed.cast_path.read_bytes()
@@ -69,14 +71,38 @@ def test_a_recording_handed_to_a_fork_is_the_one_made_in_process(
     assert times == sorted(times) and times[-1] < 60
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the recording is handed to a fork (``pty.handed``, counted)."""
+    forks: list[int] = []
+    real = pty.handed
+
+    def counting(*args: Any) -> Any:
+        forks.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(pty, "handed", counting)
+    return forks
+
+
 def test_output_past_its_limit_is_cut_where_a_fork_records_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pty, "HANDOVER", 1)
-    child = python("import sys\nfor i in range(3000): print(f'line {i}\\x01\\x01')")
+    forks = _counted(monkeypatch)
+    # (a first line alone, kept whole by bar's process, then the rest: cut by the fork)
+    child = python(
+        f"""
+        import time
+        print('first', flush=True)
+        while b'first' not in open({str(tmp_path / "0001.output")!r}, 'rb').read():
+            time.sleep(0.01)
+        for i in range(3000): print(f'line {{i}}\\x01\\x01')
+        """
+    )
     done = run(tmp_path, child, limit=1000)
-    assert done.result.cut and done.result.exit_code == 0
+    assert forks == [1] and done.result.cut and done.result.exit_code == 0
     assert b"line 2999" in done.shown
+    assert "first" in done.output
     assert "line 2999" not in done.output and done.output.count("line ") < 200
     assert "the rest of this output was shown, not kept" in done.output
 

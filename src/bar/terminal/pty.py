@@ -280,7 +280,7 @@ class _Session:
         assert recording is not None
         self.printed = True
         recording.output(data)
-        if isinstance(recording, Recording) and recording.taken >= HANDOVER:
+        if isinstance(recording, Recording) and recording.taken >= HANDOVER and not recording.cut:
             fds = [self.master, self.stdin, self.wake_r, self.wake_w]
             self.recording = handed(recording, fds + ([self.echo] if self.echo else []))
 
