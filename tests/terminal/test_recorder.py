@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from helpers import BAR_EXE, bar, ledger, new_task, task_dir
 from test_pty_terminal import FakeScrubber, python, run
 
+from bar.errors import BarError
 from bar.terminal import pty
 from bar.terminal.cast import CastWriter, read_cast, replay_cast
 
@@ -69,6 +71,44 @@ def test_a_recording_handed_to_a_fork_is_the_one_made_in_process(
     assert replayed.getvalue() == handed.shown.replace(b"hunter2", b"***")
     times = [json.loads(line)[0] for line in handed.cast_path.read_text().splitlines()[1:]]
     assert times == sorted(times) and times[-1] < 60
+
+
+def test_a_recorder_killed_on_its_own_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fork that records, killed by someone (the OOM killer, a hand): bar says what
+    happened to it, not that a write failed."""
+    monkeypatch.setattr(pty, "HANDOVER", 1)
+    done = tmp_path / "done"
+    child = python(
+        f"""
+        import os, time
+        while not os.path.exists({str(done)!r}):
+            print("tick", flush=True); time.sleep(0.05)
+        """
+    )
+    killed: list[int] = []
+
+    def kill_the_recorder() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for pid in _children(os.getpid()):
+                if _comm(pid) == "bar recorder":
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(0.02)
+        done.touch()
+
+    killer = threading.Thread(target=kill_the_recorder)
+    killer.start()
+    try:
+        with pytest.raises(BarError) as raised:
+            run(tmp_path, child)
+    finally:
+        done.touch()
+        killer.join()
+    assert killed
+    assert f"(bar recorder, pid {killed[0]}) was killed by SIGKILL" in str(raised.value)
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -160,9 +200,12 @@ def test_bar_killed_while_a_fork_records_loses_no_more_than_before(
         forks = [pid for pid in _children(bar_proc.pid) if _comm(pid).startswith(("bar", "py"))]
         # (the fork that records: the one whose descriptors include the step's files)
         (fork,) = [pid for pid in forks if str(text) in _links(pid)]
-        assert not [link for link in _links(fork) if link.startswith(("/dev/pt", "socket:"))], (
-            "bar's fork holds the step's terminal or a socket"
-        )
+        assert _comm(fork) == "bar recorder"
+        # its own pipe's end, its answer's, bar's files: no terminal, socket, the policy's
+        # listener of the step's programs or another process's pipe
+        held = [link for link in _links(fork) if not link.startswith(("/", "pipe:"))]
+        assert not held and sum(link.startswith("pipe:") for link in _links(fork)) == 2
+        assert not [link for link in _links(fork) if link.startswith("/dev/pt")]
     finally:
         bar_proc.send_signal(signal.SIGKILL)
         bar_proc.wait(timeout=60)

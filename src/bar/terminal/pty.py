@@ -281,8 +281,7 @@ class _Session:
         self.printed = True
         recording.output(data)
         if isinstance(recording, Recording) and recording.taken >= HANDOVER and not recording.cut:
-            fds = [self.master, self.stdin, self.wake_r, self.wake_w]
-            self.recording = handed(recording, fds + ([self.echo] if self.echo else []))
+            self.recording = handed(recording)
 
     def read_busy(self, first: bytes) -> bool:
         """Show ``first`` and what else the pty holds now (up to ``_BATCH`` bytes), then

@@ -30,6 +30,7 @@ import struct
 import time
 from typing import NoReturn, Protocol
 
+from bar.errors import BarError
 from bar.terminal.cast import CastWriter
 from bar.terminal.pipes import cut_mark
 
@@ -97,7 +98,7 @@ class Handed:
         self.pieces: int | None = pieces  # (the pipe to the fork: None once closed)
         self.answer = answer  # (the fork's last word: see ``_said``)
         self.cut: bool | None = None  # (what it said, once it ended)
-        self.error: OSError | None = None
+        self.error: OSError | BarError | None = None
 
     def output(self, data: bytes) -> None:
         self._send(_OUTPUT, data)
@@ -135,20 +136,20 @@ class Handed:
             os.close(self.pieces)
             self.pieces = None
         if self.pid:
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+            pid, self.pid = self.pid, 0
+            _, status = os.waitpid(pid, 0)
             try:
-                self.cut = _said(self.answer)
-            except OSError as exc:
+                self.cut = _said(self.answer, pid, status)
+            except (OSError, BarError) as exc:
                 self.error = exc
         if self.error is not None:
             raise self.error
         return bool(self.cut)
 
 
-def handed(recording: Recording, pty_fds: list[int]) -> Handed:
+def handed(recording: Recording) -> Handed:
     """Fork: the child records what it is sent (``_record``), the caller gets the pipe to
-    it. ``pty_fds``: the descriptors the fork must not hold (the pty, bar's terminal)."""
+    it."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     answer_read, answer_write = os.pipe2(os.O_CLOEXEC)
     with contextlib.suppress(OSError):
@@ -158,7 +159,9 @@ def handed(recording: Recording, pty_fds: list[int]) -> Handed:
     pid = os.fork()
     if pid == 0:  # (never returns: the caller's frames are not this process's to unwind)
         try:
-            _leave_bar([write_end, answer_read, *pty_fds])
+            os.close(write_end)
+            os.close(answer_read)
+            _leave_bar([read_end, answer_write])
             _record(recording, read_end, answer_write)
         finally:
             os._exit(70)
@@ -168,10 +171,14 @@ def handed(recording: Recording, pty_fds: list[int]) -> Handed:
     return Handed(pid, write_end, answer_read)
 
 
-def _leave_bar(fds: list[int]) -> None:
-    """In the fork: no signal of bar's or its terminal's ends it (it ends when bar stops
-    sending), and it holds none of the descriptors a reader waits to see closed (the
-    pty, bar's terminal and sockets: a hook's connection, a served command's caller)."""
+def _leave_bar(keep: list[int]) -> None:
+    """In the fork: named for what it is (``ps``, ``top``: ``bar recorder``); no signal
+    of bar's or its terminal's ends it (it ends when bar stops sending); and of bar's
+    descriptors it keeps ``keep`` and bar's files alone (the recording's, the task's
+    lock), none that another process waits to see closed or that serves the step (the
+    pty, bar's terminal, sockets, pipes, the policy's listener of the step's programs)."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("bar recorder")
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGTSTP", "SIGPIPE"):
@@ -182,14 +189,10 @@ def _leave_bar(fds: list[int]) -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    for fd in fds:
-        if fd > 2:
-            with contextlib.suppress(OSError):
-                os.close(fd)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         with contextlib.suppress(OSError):
-            if fd > 2 and stat.S_ISSOCK(os.fstat(fd).st_mode):
+            if fd > 2 and fd not in keep and not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
 
 
@@ -251,7 +254,7 @@ def _take(recording: Recording, buffered: bytearray) -> bool:
     return ended
 
 
-def _said(answer: int) -> bool:
+def _said(answer: int, pid: int, status: int) -> bool:
     """What the fork said as it ended: whether the output went past its limit; an error
     it met, raised as it was met (an ``OSError`` with its number: a full disk)."""
     try:
@@ -267,7 +270,20 @@ def _said(answer: int) -> bool:
         raise OSError(said[6:].decode(errors="replace"))
     if said == b"aborted":
         return False
-    raise OSError("the recording of the step's output ended unexpectedly")
+    raise BarError(
+        f"the recording of this step's output stopped: its process (bar recorder, pid "
+        f"{pid}) {_ended(status)}",
+        hint="the step's output was shown to the end; its recording ends where that process did",
+    )
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(number).name}"
+        return f"was killed by signal {number}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
 
 
 def _write_all(fd: int, parts: list[bytes]) -> None:
