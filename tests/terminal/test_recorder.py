@@ -148,6 +148,21 @@ def test_output_past_its_limit_is_cut_where_a_fork_records_it(
 
 
 @pytest.mark.parametrize("handover", [1, 1 << 40])
+def test_a_fast_printer_is_kept_up_to_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int
+) -> None:
+    """The bytes kept reach the limit, in bar's process and in a fork: the events held
+    for their frame are not counted at six bytes a character (a limit of 1.5 MB kept
+    ~0.3 MB of a fast printer's lines)."""
+    monkeypatch.setattr(pty, "HANDOVER", handover)
+    limit = 1_500_000
+    done = run(tmp_path, ["sh", "-c", "yes 0123456789abcdef | head -n 200000"], limit=limit)
+    kept = len(done.output.encode()) + done.cast_path.stat().st_size
+    assert done.result.cut and "0123456789abcdef\n" * 1000 in done.output
+    assert limit * 0.9 < kept < limit + 2 * 65536
+
+
+@pytest.mark.parametrize("handover", [1, 1 << 40])
 def test_a_recording_that_cannot_be_written_fails_as_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int
 ) -> None:

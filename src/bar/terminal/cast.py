@@ -143,6 +143,12 @@ class CastWriter:
         self._release()  # (what was printed before it comes before it)
         self._line([self._at(self._clock(read_at)), "r", f"{width}x{height}"])
 
+    def release(self) -> None:
+        """Write the events held now (``kept`` then counts what they took, not the most
+        they could take)."""
+        if self._held and self._text_file is not None:
+            self._release()
+
     @property
     def holding(self) -> bool:
         """Whether events wait to be written (``tick`` writes them in time)."""

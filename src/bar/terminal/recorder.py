@@ -41,6 +41,7 @@ _PIPE_SIZE = 1 << 20  # asked of the kernel for the pipe to the fork (Linux)
 _F_SETPIPE_SZ = 1031
 _TICK = 1 / 60  # seconds between two looks at the events the fork holds (a frame)
 _OUTPUT, _RESIZE, _END = b"o", b"r", b"e"
+_LEAST = 4096  # bytes: a piece that fits under the limit and is smaller ends the output kept
 
 
 class Recorder(Protocol):
@@ -65,14 +66,27 @@ class Recording:
 
     def output(self, data: bytes, read_at: float | None = None) -> None:
         self.taken += len(data)
-        if self.limit is not None:  # (the bytes kept, the recording's and its text's)
-            if self.cut:
-                return  # (past the limit: shown, not kept)
-            # (a control character is kept as six bytes in the recording's JSON)
-            cost = len(data) + 5 * (len(data) - len(data.translate(None, _CONTROLS)))
-            if self.cast.kept() + cost > self.limit:
-                data, self.cut = cut_mark(), True
-        self.cast.output(data, read_at)
+        if self.limit is None:
+            self.cast.output(data, read_at)
+            return
+        # the bytes kept, the recording's and its text's, reach the limit and stop there:
+        # what fits is kept, piece by piece, each at most what it could take (a control
+        # character is six bytes in the recording's JSON), and the cut is marked
+        while data and not self.cut:
+            room = self.limit - self.cast.kept()
+            if _cost(data) > room:
+                # (``kept`` counts the events held for their frame at the most they could
+                # take: written now, they count what they took, mostly references to the
+                # text)
+                self.cast.release()
+                room = self.limit - self.cast.kept()
+            piece = _fitting(data, room)
+            if len(piece) < len(data) and len(piece) < _LEAST:
+                self.cast.output(cut_mark(), read_at)
+                self.cut = True
+                return
+            self.cast.output(piece, read_at)
+            data = data[len(piece) :]
 
     def resize(self, width: int, height: int, read_at: float | None = None) -> None:
         self.cast.resize(width, height, read_at)
@@ -284,6 +298,22 @@ def _ended(status: int) -> str:
             return f"was killed by {signal.Signals(number).name}"
         return f"was killed by signal {number}"
     return f"exited with code {os.waitstatus_to_exitcode(status)}"
+
+
+def _cost(data: bytes) -> int:
+    """The most ``data`` can take in a recording and its text."""
+    return len(data) + 5 * (len(data) - len(data.translate(None, _CONTROLS)))
+
+
+def _fitting(data: bytes, room: int) -> bytes:
+    """The longest start of ``data`` found (a few halvings) to cost at most ``room``."""
+    cost = _cost(data)
+    if cost <= room:
+        return data
+    piece = data[: max(room, 0) * len(data) // cost]
+    while piece and _cost(piece) > room:
+        piece = piece[: len(piece) * 3 // 4]
+    return piece
 
 
 def _write_all(fd: int, parts: list[bytes]) -> None:
