@@ -186,7 +186,7 @@ def handed(recording: Recording) -> Handed:
 
 
 def _leave_bar(keep: list[int]) -> None:
-    """In the fork: named for what it is (``ps``, ``top``: ``bar recorder``); no signal
+    """In the fork: named for what it is ("bar recorder" in ps and top); no signal
     of bar's or its terminal's ends it (it ends when bar stops sending); and of bar's
     descriptors it keeps ``keep`` and bar's files alone (the recording's, the task's
     lock), none that another process waits to see closed or that serves the step (the
