@@ -54,7 +54,7 @@ from bar.errors import BarError, CannotConfine, ExitCode, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, members
-from bar.terminal.recorder import HANDOVER, Recorder, Recording, handed
+from bar.terminal.recorder import HANDOVER, Handed, Recorder, Recording, handed
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
@@ -285,10 +285,15 @@ class _Session:
 
     def read_busy(self, first: bytes) -> bool:
         """Show ``first`` and what else the pty holds now (up to ``_BATCH`` bytes), then
-        record it all as one event; False once the pty is closed."""
+        record it all as one event; False once the pty is closed. (A recording handed to
+        a fork is sent each read as it comes: a batch sent whole would wait for the fork
+        to empty the pipe first, and the child for this process meanwhile.)"""
         self.show(first)
-        batch, open_ = bytearray(first), True
-        while len(batch) < _BATCH:
+        handed = isinstance(self.recording, Handed)
+        batch, open_, read = bytearray() if handed else bytearray(first), True, len(first)
+        if handed:
+            self.record(first)
+        while read < _BATCH:
             try:
                 data = os.read(self.master, _READ_SIZE)
             except BlockingIOError:
@@ -301,8 +306,13 @@ class _Session:
                 open_ = False
                 break
             self.show(data)
-            batch += data
-        self.record(bytes(batch))
+            read += len(data)
+            if handed:
+                self.record(data)
+            else:
+                batch += data
+        if batch:
+            self.record(bytes(batch))
         return open_
 
     def kill(self, sig: int) -> None:

@@ -243,10 +243,14 @@ def _record(recording: Recording, pieces: int, answer: int) -> NoReturn:
 
 def _take(recording: Recording, buffered: bytearray) -> bool:
     """Record the whole pieces ``buffered`` holds (and take them out of it); whether the
-    end piece was among them."""
+    end piece was among them. Reads that follow one another within a frame are recorded
+    as one, at the time of the last (as bar's process records what one look at the pty
+    gave; the recording makes one event of a frame's output anyway)."""
     view = memoryview(buffered)
     at = 0
     ended = False
+    reads: list[bytes] = []
+    first = last = 0.0
     try:
         while len(view) - at >= _HEAD.size:
             kind, read_at, size = _HEAD.unpack_from(view, at)
@@ -255,13 +259,25 @@ def _take(recording: Recording, buffered: bytearray) -> bool:
             body = bytes(view[at + _HEAD.size : at + _HEAD.size + size])
             at += _HEAD.size + size
             if kind == _OUTPUT:
-                recording.output(body, read_at)
-            elif kind == _RESIZE:
+                if reads and read_at - first > _TICK:
+                    recording.output(b"".join(reads), last)
+                    reads.clear()
+                if not reads:
+                    first = read_at
+                reads.append(body)
+                last = read_at
+                continue
+            if reads:
+                recording.output(b"".join(reads), last)
+                reads.clear()
+            if kind == _RESIZE:
                 width, _, height = body.partition(b"x")
                 recording.resize(int(width), int(height), read_at)
             elif kind == _END:
                 ended = True
                 break
+        if reads:
+            recording.output(b"".join(reads), last)
     finally:
         view.release()
     del buffered[:at]
