@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir
+from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, pty_step, task_dir
 
 # --- policy in bar run --------------------------------------------------------------
 
@@ -155,13 +155,7 @@ def test_output_is_on_disk_before_bar_is_killed(
     t = new_task(capfd)
     artifacts = task_dir(t["id"]) / "artifacts"
     script = "echo printed-before-the-kill; printf 'answer? '; exec sleep 60"
-    bar_proc = subprocess.Popen(
-        [BAR_EXE, "run", "--pty", "--", "sh", "-c", script],
-        cwd=inited,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    bar_proc = pty_step(inited, script)
     try:
         in_text = wait_for_text(artifacts / "0001.output", "printed-before-the-kill")
         # the prompt's event, its line whole (the recording holds it within a second)

@@ -192,6 +192,19 @@ def bar_exe(
     )
 
 
+def pty_step(cwd: Path, script: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``bar run --pty -- sh -c SCRIPT`` started in the background, its streams on
+    /dev/null (a test that kills it while the step runs)."""
+    return subprocess.Popen(
+        [BAR_EXE, "run", "--pty", "--", "sh", "-c", script],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+
 def bar_home() -> Path:
     return Path(os.environ["BAR_HOME"])
 

@@ -10,14 +10,13 @@ import io
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar, ledger, new_task, task_dir
+from helpers import bar, ledger, new_task, pty_step, task_dir
 from test_pty_terminal import FakeScrubber, python, run
 
 from bar.errors import BarError
@@ -197,14 +196,7 @@ def test_bar_killed_while_a_fork_records_loses_no_more_than_before(
         f"yes 0123456789012345678901234567890123456789012345678901234567890 | head -n {lines}; "
         "echo printed-before-the-kill.; exec sleep 60"
     )
-    bar_proc = subprocess.Popen(
-        [BAR_EXE, "run", "--pty", "--", "sh", "-c", script],
-        cwd=inited,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
-    )
+    bar_proc = pty_step(inited, script, env={**os.environ, "BAR_RESIDENT_IDLE": "0"})
     try:
         deadline = time.monotonic() + 60
         text = artifacts / "0001.output"
