@@ -183,6 +183,31 @@ def test_a_recording_that_cannot_be_written_fails_as_in_process(
     assert raised.value.errno == errno.ENOSPC
 
 
+@pytest.mark.parametrize("handover", [None, 5000])
+def test_a_recording_is_on_disk_when_its_step_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handover: int | None
+) -> None:
+    """The text and the recording are synced before bar records the step that names them
+    (as a pipe step's output is), by bar's process or by the fork that took them over:
+    a machine that stops right after finds no step whose output is missing. Each sync
+    is noted in a file, which a fork's notes reach too."""
+    if handover is not None:
+        monkeypatch.setattr(pty, "HANDOVER", handover)
+    notes = tmp_path / "synced"
+    sync = os.fsync
+
+    def noted(fd: int) -> None:
+        sync(fd)
+        with notes.open("a") as note:
+            note.write(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) + "\n")
+
+    monkeypatch.setattr(os, "fsync", noted)
+    (tmp_path / "step").mkdir()
+    done = run(tmp_path / "step", _BUSY, scrub=_scrubbers)
+    assert done.body.count("green") == 400
+    assert sorted(notes.read_text().split()) == ["0001.cast", "0001.output"]
+
+
 def test_bar_killed_while_a_fork_records_loses_no_more_than_before(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

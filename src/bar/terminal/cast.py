@@ -166,7 +166,7 @@ class CastWriter:
             self._release()
 
     def close(self) -> None:
-        """Write what the scrubber and decoder still hold, then close the file."""
+        """Write what the scrubber and decoder still hold, sync the file (and the text), close."""
         if self._fd is None:
             return
         try:
@@ -177,6 +177,8 @@ class CastWriter:
                 self._text_file.finish()
                 self._release()
                 self._text_file.close()
+            if self._fd is not None:
+                os.fsync(self._fd)  # on disk before the step that names it is
         finally:
             self.abort()
 

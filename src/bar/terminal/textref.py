@@ -133,11 +133,13 @@ class TextFile:
         self._put(data)
 
     def close(self) -> None:
-        """End the file as a step's output ends: ``=== STDERR ===`` (a pty has one stream)."""
+        """End the file as a step's output ends: ``=== STDERR ===`` (a pty has one stream),
+        synced."""
         if self._fd is None:
             return
         try:
             write_all(self._fd, (b"" if self._last.endswith(b"\n") else b"\n") + STDERR_HEADER)
+            os.fsync(self._fd)  # on disk before the step that names it is (as pipe mode's)
         finally:
             self.abort()
 
