@@ -766,6 +766,26 @@ def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
     return [name for name in listing.read_text().split() if name not in already]
 
 
+def _tiny_task(f: Fixture) -> Path:
+    """The worktree of a task (one step run) in a repository of 20 files, beside the
+    figure's repository: where `bar status` has the most to say (the task, its steps, a
+    look for changes not recorded), with the fixed costs of a command alone, which a
+    larger repository's look hides."""
+    tiny = f.dir / "tiny"
+    tiny.mkdir()
+    f.git(tiny, "init", "-q", "-b", "main")
+    for i in range(20):
+        (tiny / f"file{i:02d}.txt").write_text(f"line {i}\n")
+    f.git(tiny, "add", "-A")
+    f.git(tiny, "commit", "-q", "-m", "twenty files")
+    f.init(tiny)
+    f.git(tiny, "add", "-A")
+    f.git(tiny, "commit", "-q", "-m", "bar")
+    task, wt = f.new_task(tiny, "tiny")
+    f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"], wt)
+    return wt
+
+
 def fig7(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, _ = _project(f)
     event = f.dir / "event.json"
@@ -794,9 +814,12 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
     client: list[str | Path] = [f.tools.python, "-c", f"import {', '.join(served)}"]
     stdlib = [m for m in loaded if m.split(".")[0] != "bar"]
     floor: list[str | Path] = [f.tools.python, "-c", f"import {', '.join(stdlib)}"]
+    tiny = _tiny_task(f)
     s.update(
         interleave(
             {
+                "bar status (tiny)": lambda: f.t([f.tools.bar, "status"], tiny),
+                "git status (tiny)": lambda: f.t(["git", "status"], tiny),
                 "bar hook claude (no run)": lambda: f.t(alone, wt, stdin=event),
                 "bar status": lambda: f.t([f.tools.bar, "status"], wt),
                 "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
@@ -825,6 +848,14 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
             "bar status",
             "git status",
             1.5,
+        ),
+        ratio_row(
+            "7-status-tiny",
+            "`bar status` in a task's worktree, repository of 20 files ÷ `git status` there",
+            s,
+            "bar status (tiny)",
+            "git status (tiny)",
+            5.0,
         ),
         ratio_row(
             "7-status-start",

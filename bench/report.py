@@ -62,7 +62,9 @@ each is waited for outside any timing when it starts, and stopped after each fig
    7-hook and their `python -c pass` are timed from inside a step (`bench/inside.py`: the
    step's command runs what it is sent and times it). `bar status` stats every file for
    unrecorded changes, so 7-status compares it with `git status --porcelain`; its start-up
-   alone shows on the small repository (7-status-start). Its output is a pipe, as a
+   alone shows on the small repository (7-status-start), and 7-status-tiny times it in the
+   worktree of a task (one step run) of a repository of 20 files against plain `git
+   status` there, rounds interleaved with the others. Its output is a pipe, as a
    script's or an agent's is, so the resident the `bar run` before it started serves it. 7-imports: `python -c "import
    ..."` of every module the `bar` command loaded for a `bar run -- true` in the task that
    `python -c pass` does not (bar's and the standard library's, listed by a probe before
