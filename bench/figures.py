@@ -516,6 +516,12 @@ def fig5(f: Fixture, p: Params) -> list[Row]:
 # --- 6. a long ledger -------------------------------------------------------------------
 
 
+# seconds between two commands of figure 6, untimed: a developer reading a task's history
+# types one command after another, and the resident has forked its next spare meanwhile
+# (back to back, that fork of a ~100 MB process lands in the next command's time)
+TYPED = 0.2
+
+
 def fig6(f: Fixture, p: Params) -> list[Row]:
     repo = f.clone()
     f.init(repo)
@@ -554,11 +560,13 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             "run small": lambda: f.t(cmd(small, "run", "--no-pty", "--", "true"), wt_small),
             "show middle": lambda: f.t(cmd(big, "show", middle), wt_big),
             "show second": lambda: f.t(cmd(big, "show", "2"), wt_big),
+            "show last": lambda: f.t(cmd(big, "show", str(p.ledger_steps)), wt_big),
             # (a commit's record alone, as the synthetic steps changed nothing)
             "git show": lambda: f.t(["git", "show", "--no-patch", "HEAD"], wt_big),
         },
         p.repeat,
         p.warmup,
+        settle=TYPED,
     )
     k = f"{p.ledger_steps:,}"
     whole = _whole_history(f, p, repo, big, wt_big)
@@ -599,7 +607,7 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
         ),
         ratio_row(
             "6-show",
-            f"`bar show` of the middle step of a {k}-step ledger (served, as from a script) "
+            f"`bar show` of the middle step of a {k}-step ledger (served, as typed) "
             "÷ `git show --no-patch HEAD`",
             s,
             "show middle",
@@ -611,6 +619,15 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             f"`bar show 2` of a {k}-step ledger ÷ `git show --no-patch HEAD`",
             s,
             "show second",
+            "git show",
+            3,
+        ),
+        ratio_row(
+            "6-show-last",
+            f"`bar show {p.ledger_steps}`, the last step of a {k}-step ledger "
+            "÷ `git show --no-patch HEAD`",
+            s,
+            "show last",
             "git show",
             3,
         ),

@@ -115,13 +115,19 @@ def _kill_group(pid: int) -> None:
 
 
 def interleave(
-    contenders: Mapping[str, Callable[[], float]], repeat: int, warmup: int
+    contenders: Mapping[str, Callable[[], float]],
+    repeat: int,
+    warmup: int,
+    *,
+    settle: float = 0.0,
 ) -> dict[str, list[float]]:
     """Call every contender ``warmup`` times (discarded), then ``repeat`` rounds in turn.
     What the set-up wrote (a generated repository, a clone: hundreds of megabytes) is
     flushed first: the kernel writing it back while the rounds run would slow every
     fsync of the contenders (bar makes a few in each command) by what the benchmark
-    itself did, not by what they do."""
+    itself did, not by what they do. ``settle``: seconds left between two commands,
+    untimed, as a developer typing them leaves (what a command leaves to do after it
+    answered, such as the resident forking a new spare, is then not the next one's)."""
     os.sync()
     for _ in range(warmup):
         for fn in contenders.values():
@@ -129,6 +135,7 @@ def interleave(
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeat):
         for name, fn in contenders.items():
+            time.sleep(settle)
             samples[name].append(fn())
     return samples
 

@@ -55,7 +55,10 @@ each is waited for outside any timing when it starts, and stopped after each fig
    rows kept beside the ledger; its ratio is in the note) against `git log --oneline` in a
    repository of as many commits in a line (fast-import); 6-rollback: `bar rollback`
    alternating between the long task's first and last steps against `git checkout
-   --detach` alternating between their snapshot commits in a separate worktree.
+   --detach` alternating between their snapshot commits in a separate worktree. The
+   other commands of figure 6 take turns with 0.2 s between two of them, untimed, as a
+   developer types them (back to back, the spare the resident forks after a served
+   command lands in the next command's time).
 7. Same interpreter as bar (`python -c pass`). The hook runs as `bar run --agent claude`
    installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
    default policy enabled. A running step answers only its own processes, so 7-version,
