@@ -216,10 +216,11 @@ def test_killed_while_writing_the_checkout_the_next_command_finishes_the_apply(
 def test_killed_inside_the_branch_update_the_next_command_finishes_the_apply(
     make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """git's update-ref, killed with bar, leaves refs/heads/main.lock: recovery removes the
-    lock its own update made and moves the branch (found by bench/crash_trials). Killed
-    by the point's label: how many points come before it depends on whether the apply
-    rescans the worktree first, which depends on the clock."""
+    """git's update-ref, killed with bar, leaves refs/heads/main.lock and HEAD.lock (it
+    locks both, the branch being HEAD's): recovery removes the locks its own update made
+    and moves the branch (found by bench/crash_trials, twice: the branch's lock, then
+    HEAD's). Killed by the point's label: how many points come before it depends on
+    whether the apply rescans the worktree first, which depends on the clock."""
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
     repo = make_repo(name="real")
     task, main_before = setup_killable(repo, 3)
@@ -227,11 +228,40 @@ def test_killed_inside_the_branch_update_the_next_command_finishes_the_apply(
     env = {"BAR_FAULT_AT": "before moving refs/heads/main", "BAR_FAULT_TRACE": str(trace)}
     assert killed(repo, ["apply", "-m", "probe"], env) == -signal.SIGKILL
     assert trace.read_text().splitlines()[-1].endswith(" before moving refs/heads/main")
-    (repo / ".git" / "refs" / "heads" / "main.lock").touch()  # what update-ref leaves
+    left = [repo / ".git" / "refs" / "heads" / "main.lock", repo / ".git" / "HEAD.lock"]
+    for lock in left:
+        lock.touch()  # what update-ref leaves
     res = bar_exe("run", "--", "true", cwd=repo)
     assert res.code == 0, res.err
     assert assert_before_or_after(repo, task["id"], main_before) is True
-    assert not (repo / ".git" / "refs" / "heads" / "main.lock").exists()
+    assert git(repo, "rev-parse", "HEAD").strip() != main_before  # finished: moved
+    assert not any(lock.exists() for lock in left)
+    assert not (repo / ".git" / "index.lock").exists()
+
+
+def test_killed_after_the_branch_moved_its_head_lock_is_not_left_behind(
+    make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """update-ref moves the branch, then lets HEAD.lock go: killed between the two, it
+    leaves HEAD.lock behind a branch already moved, on which every later commit in the
+    checkout would fail. The next command removes it, and the developer commits."""
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
+    repo = make_repo(name="real")
+    task, main_before = setup_killable(repo, 3)
+    env = {"BAR_FAULT_AT": "after moving refs/heads/main"}
+    assert killed(repo, ["apply", "-m", "probe"], env) == -signal.SIGKILL
+    moved = git(repo, "rev-parse", "HEAD").strip()
+    assert moved != main_before
+    (repo / ".git" / "HEAD.lock").touch()  # what update-ref leaves, killed then
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert assert_before_or_after(repo, task["id"], main_before) is True
+    assert not (repo / ".git" / "HEAD.lock").exists()
+    assert not (repo / ".git" / "index.lock").exists()
+    (repo / "mine.txt").write_text("the developer's own\n")
+    git(repo, "add", "mine.txt")
+    git(repo, "commit", "-q", "-m", "mine")
+    assert git(repo, "rev-parse", "HEAD~1").strip() == moved
 
 
 def test_recovery_never_overwrites_an_edit_made_after_the_crash(repo: Path, tmp_path: Path) -> None:

@@ -477,6 +477,8 @@ def resume(
     phase = lock_phase(checkout, token)
     tip = git.rev_parse(checkout, f"refs/heads/{branch}")
     finished = False
+    if phase == "updating":
+        _clear_own_ref_locks(checkout, branch)
     if phase == "updating" and tip == old:
         odd = _neither(safe, checkout, changes(safe, checkout, old, new))
         if odd:
@@ -487,7 +489,6 @@ def resume(
                 hint="move them out of the checkout (or undo the changes), then run the "
                 "command again: it finishes the apply",
             )
-        _clear_own_ref_lock(checkout, branch)
         advance(safe, checkout, branch, old, new, token=token, reason=reason)
         finished = True
     elif phase == "updating" and tip != new:
@@ -499,27 +500,26 @@ def resume(
     return finished
 
 
-def _clear_own_ref_lock(checkout: Path, branch: str) -> None:
-    """A bar killed inside the update's last ``git update-ref`` leaves the branch's
-    ``.lock``: one made after bar marked its own index lock "updating" (still held: it is
-    ours, and its bar is dead) is that update-ref's, and is removed."""
-    ref_lock = Path(
-        git.out(
-            checkout,
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-path",
-            f"refs/heads/{branch}.lock",
-        )
-    )
+def _clear_own_ref_locks(checkout: Path, branch: str) -> None:
+    """A bar killed inside the update's last ``git update-ref`` leaves what that git had
+    locked: the branch's ``.lock`` and, the branch being the checkout's ``HEAD``, the
+    checkout's ``HEAD.lock`` too (git locks both, moves the branch, then lets ``HEAD.lock``
+    go: a kill between leaves it behind a branch already moved, and every later commit
+    there fails on it). Either, made after bar marked its own index lock "updating" (still
+    held: it is ours, and its bar is dead), is that update-ref's, and is removed."""
     try:
-        made = ref_lock.stat().st_mtime_ns
         marked = (_admin(checkout) / "index.lock").stat().st_mtime_ns
     except FileNotFoundError:
         return
-    if made >= marked:
-        ref_lock.unlink(missing_ok=True)
-        note(f"removed {ref_lock}: left by the interrupted apply's git update-ref")
+    for name in (f"refs/heads/{branch}.lock", "HEAD.lock"):
+        lock = Path(git.out(checkout, "rev-parse", "--path-format=absolute", "--git-path", name))
+        try:
+            made = lock.stat().st_mtime_ns
+        except FileNotFoundError:
+            continue
+        if made >= marked:
+            lock.unlink(missing_ok=True)
+            note(f"removed {lock}: left by the interrupted apply's git update-ref")
 
 
 def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
