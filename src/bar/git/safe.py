@@ -12,7 +12,7 @@ one git each, begun together (``SafeGit.ask``, ``SafeGit.read``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
@@ -96,6 +96,14 @@ class SafeGit:
             env=self._with(env),
             check=check,
             input=input,
+        )
+
+    def entries(
+        self, where: Path, *args: str, env: Mapping[str, str] | None = None
+    ) -> Iterator[bytes]:
+        """``git.entries``: a ``-z`` listing read in blocks of whole entries as it comes."""
+        return git.entries(
+            where, f"--work-tree={os.path.abspath(where)}", *args, env=self._with(env)
         )
 
     def start(

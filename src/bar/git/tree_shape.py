@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bar import git
@@ -69,27 +69,40 @@ def files_in_place(
 class Listing(Shape):
     """One walk of a tree (``git ls-tree -r -t -z``): its directories (with "" for the
     root), its nested repositories (gitlinks: git records which commit they are at, never
-    their files), whether it holds a ``.gitattributes``, and (parsed only when asked, in
-    a repository where git converts) its files' modes. The walk is searched with regular
-    expressions, not a Python loop: a large tree has tens of thousands of entries."""
+    their files), whether it holds a ``.gitattributes``, and (only when asked, in a
+    repository where git converts) its files' modes. The walk is read as git writes it, a
+    piece at a time, and searched with regular expressions, not a Python loop: a large tree
+    has tens of thousands of entries, a million-file one 140 MB of them, which held whole
+    (three times over: the pieces read, joined, then searched) made a step's first look
+    at such a tree 470 MB of bar's memory."""
 
-    __slots__ = ("_modes", "_raw")
+    __slots__ = ("_modes", "_tree", "_worktree")
 
-    def __init__(self, raw: bytes) -> None:
-        self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
+    def __init__(self, worktree: Path, tree: str) -> None:
+        self._worktree, self._tree = worktree, tree
         self._modes: dict[str, str] | None = None
-        super().__init__(
-            ["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)), _has_attributes(raw)
-        )
+        dirs, nested, attributes = [""], [], False
+        for block in _entries(worktree, tree):
+            dirs += _names(_TREES.findall(block))
+            nested += _names(_GITLINKS.findall(block))
+            attributes = attributes or _ATTRIBUTES.search(block) is not None
+        super().__init__(dirs, nested, attributes)
 
     @property
     def modes(self) -> dict[str, str]:
+        """Each file's mode, by its path (a second walk: asked only where git converts)."""
         if self._modes is None:
             self._modes = {
                 name.decode("utf-8", "surrogateescape"): mode.decode()
-                for mode, name in _FILES.findall(self._raw)
+                for block in _entries(self._worktree, self._tree)
+                for mode, name in _FILES.findall(block)
             }
         return self._modes
+
+
+def _entries(worktree: Path, tree: str) -> Iterator[bytes]:
+    # (not --format: git 2.39 quotes its %(path) even with -z)
+    return git.entries(worktree, "ls-tree", "-r", "-t", "-z", tree)
 
 
 # entries of `ls-tree -z`: "<mode> SP <type> SP <object> TAB <path> NUL"; a pattern that
@@ -97,16 +110,8 @@ class Listing(Shape):
 _TREES = re.compile(rb"\x00040000 tree [0-9a-f]+\t([^\x00]*)")
 _GITLINKS = re.compile(rb"\x00160000 commit [0-9a-f]+\t([^\x00]*)")
 _FILES = re.compile(rb"\x00(100644|100755|120000) blob [0-9a-f]+\t([^\x00]*)")
-
-
-def _has_attributes(raw: bytes) -> bool:
-    """Whether a file named ``.gitattributes`` is among the entries."""
-    at = raw.find(b".gitattributes\0")
-    while at != -1:
-        if raw[at - 1 : at] in (b"\t", b"/"):
-            return True
-        at = raw.find(b".gitattributes\0", at + 1)
-    return False
+# an entry named ``.gitattributes``, at the top or in a directory
+_ATTRIBUTES = re.compile(rb"[\t/]\.gitattributes(?:\x00|\Z)")
 
 
 def _names(raw: list[bytes]) -> list[str]:
@@ -114,8 +119,7 @@ def _names(raw: list[bytes]) -> list[str]:
 
 
 def list_tree(worktree: Path, tree: str) -> Listing:
-    # (not --format: git 2.39 quotes its %(path) even with -z)
-    return Listing(git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout)
+    return Listing(worktree, tree)
 
 
 class Ahead:

@@ -25,7 +25,7 @@ from bar.base import file_clock, speed
 from bar.base.ids import TreeId
 from bar.base.notices import brief, byte_size, warn
 from bar.changes import fast
-from bar.errors import BarError, SnapshotFailed
+from bar.errors import BarError, GitError, SnapshotFailed
 from bar.git import conversions, exact, fifos, ignored, racy
 from bar.git.index_files import keep_private
 from bar.store.files import open_regular, write_bytes_atomic
@@ -395,10 +395,15 @@ def _swallowed(worktree: Path, index: Path, stamped: bool = True) -> list[str]:
     recorded state, may not hold."""
     dirs = fast.stamped_dirs(index) if stamped and speed.fast() else None
     if dirs is None:
-        res = git.git(worktree, "ls-files", "-z", env=_env(index), check=False)
+        parents: set[bytes] = set()
+        try:
+            for block in git.entries(worktree, "ls-files", "-z", env=_env(index)):
+                parents.update(_PARENT.findall(block))
+        except GitError:
+            parents = set()
         found: set[str] = set()
-        for raw in res.stdout.split(b"\0") if res.returncode == 0 else ():
-            parent = raw.decode("utf-8", "surrogateescape").rpartition("/")[0]
+        for raw in parents:
+            parent = raw.decode("utf-8", "surrogateescape")
             while parent and parent not in found:
                 found.add(parent)
                 parent = parent.rpartition("/")[0]
@@ -660,40 +665,45 @@ def _listed(worktree: Path, index: Path) -> tuple[list[str], list[str]]:
     the index was written) through a mapping of it, as ``git add`` does: a file cut
     short meanwhile kills it with SIGBUS, and it is asked again, as the add is."""
     for reread in range(_REREADS + 1):
-        res = git.git(
-            worktree,
-            "ls-files",
-            "-z",
-            "-t",  # (each entry's kind first: ``?`` untracked, ``H`` held, ``C`` changed)
-            "-s",
-            "-o",
-            "-m",
-            "--exclude-standard",
-            env=_env(index),
-            check=False,
-        )
-        if res.returncode != -signal.SIGBUS:
-            break
-        time.sleep(min(0.05, 0.01 * (reread + 1)))
-    if res.returncode != 0:
-        raise SnapshotFailed(
-            "the worktree's state could not be stored in git: "
-            + (res.err.strip() or f"git ls-files exited with {res.returncode}"),
-            hint=_UNSTABLE_HINT if res.returncode == -signal.SIGBUS else None,
-        )
-    gitlinks: list[str] = []
-    hashed: list[str] = []
-    for entry in res.stdout.split(b"\0"):
-        kind, _, rest = entry.partition(b" ")
-        if kind == b"?":
-            hashed.append(os.fsdecode(rest))
-        elif kind in (b"H", b"C") and b"\t" in rest:
-            meta, _, path = rest.partition(b"\t")
-            if kind == b"C":
-                hashed.append(os.fsdecode(path))
-            elif meta.startswith(b"160000 "):
-                gitlinks.append(os.fsdecode(path))
-    return gitlinks, hashed
+        gitlinks: list[str] = []
+        hashed: list[str] = []
+        try:
+            for block in git.entries(
+                worktree,
+                "ls-files",
+                "-z",
+                "-t",  # (each entry's kind first: ``?`` untracked, ``H`` held, ``C`` changed)
+                "-s",
+                "-o",
+                "-m",
+                "--exclude-standard",
+                env=_env(index),
+            ):
+                # (all the untracked come first, the changed last: in order)
+                hashed += map(os.fsdecode, _UNTRACKED.findall(block))
+                hashed += map(os.fsdecode, _CHANGED.findall(block))
+                gitlinks += map(os.fsdecode, _GITLINK.findall(block))
+        except GitError as exc:
+            if exc.returncode == -signal.SIGBUS and reread < _REREADS:
+                time.sleep(min(0.05, 0.01 * (reread + 1)))
+                continue
+            said = exc.stderr.decode("utf-8", "replace").strip()
+            raise SnapshotFailed(
+                "the worktree's state could not be stored in git: "
+                + (said or f"git ls-files exited with {exc.returncode}"),
+                hint=_UNSTABLE_HINT if exc.returncode == -signal.SIGBUS else None,
+            ) from None
+        return gitlinks, hashed
+    raise AssertionError("unreachable")  # (the last reread returns or raises)
+
+
+# entries of ``ls-files -z`` (``_swallowed``: the directory a path is in) and of
+# ``ls-files -z -t -s`` (``_listed``: "<tag> SP <mode> SP <object> SP <stage> TAB <path>",
+# "? <path>" for a file not tracked), each after a NUL (``git.entries``)
+_PARENT = re.compile(rb"\x00([^\x00]*)/[^\x00/]*")
+_UNTRACKED = re.compile(rb"\x00\? ([^\x00]*)")
+_CHANGED = re.compile(rb"\x00C [^\t\x00]*\t([^\x00]*)")
+_GITLINK = re.compile(rb"\x00H 160000 [^\t\x00]*\t([^\x00]*)")
 
 
 def _too_large(
