@@ -216,7 +216,7 @@ class Fixture:
             timeout=self.timeout,
         )
         if peak:
-            rss, seconds = measured.read_text(encoding="ascii").split()
+            rss, seconds, *_ = measured.read_text(encoding="ascii").split()
             out = Outcome(float(seconds), out.returncode, out.stdout, out.stderr, int(rss))
         if argv and Path(argv[0]) == self.tools.bar:
             self.await_watchers()
