@@ -130,3 +130,10 @@ def test_a_program_that_fails_is_raised_after_what_it_printed() -> None:
             got += piece
     assert got == b"half"
     assert failed.value.returncode == 3 and b"no such tree" in failed.value.stderr
+
+
+def test_a_program_that_says_much_on_stderr_is_read_to_its_end() -> None:
+    """A child that warns of every path (a step can make git do so) fills no pipe that
+    nobody reads: its output still comes, whole."""
+    loud = "head -c 1000000 /dev/zero | tr '\\0' e >&2; printf out"
+    assert b"".join(proc.pieces("sh", "-c", loud)) == b"out"
