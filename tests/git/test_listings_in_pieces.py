@@ -82,6 +82,12 @@ def test_a_tree_listed_in_pieces_is_the_tree_listed_whole(
     assert (listing.dirs, listing.nested, listing.has_attributes) == (dirs, nested, attributes)
     assert listing.modes == modes
     assert "src/new\nline" in listing.dirs and "vendor/lib" in listing.nested
+    # told it will be asked for the modes, the walk gathers them: git walks the tree once
+    walks = []
+    entries = tree_shape._entries
+    monkeypatch.setattr(tree_shape, "_entries", lambda *a: walks.append(a) or entries(*a))
+    told = tree_shape.list_tree(repo, tree, modes=True)
+    assert (told.dirs, told.nested, told.modes) == (dirs, nested, modes) and len(walks) == 1
     assert modes["tools/run.sh"] == "100755" and modes["tools/link"] == "120000"
 
 

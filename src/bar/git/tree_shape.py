@@ -78,26 +78,34 @@ class Listing(Shape):
 
     __slots__ = ("_modes", "_tree", "_worktree")
 
-    def __init__(self, worktree: Path, tree: str) -> None:
+    def __init__(self, worktree: Path, tree: str, *, modes: bool = False) -> None:
         self._worktree, self._tree = worktree, tree
-        self._modes: dict[str, str] | None = None
+        self._modes: dict[str, str] | None = {} if modes else None
         dirs, nested, attributes = [""], [], False
         for block in _entries(worktree, tree):
             dirs += _names(_TREES.findall(block))
             nested += _names(_GITLINKS.findall(block))
             attributes = attributes or _ATTRIBUTES.search(block) is not None
+            if self._modes is not None:
+                self._modes.update(_modes(block))
         super().__init__(dirs, nested, attributes)
 
     @property
     def modes(self) -> dict[str, str]:
-        """Each file's mode, by its path (a second walk: asked only where git converts)."""
+        """Each file's mode, by its path (needed only where git converts): from the walk,
+        if it was told (``modes``), else from a second one."""
         if self._modes is None:
-            self._modes = {
-                name.decode("utf-8", "surrogateescape"): mode.decode()
-                for block in _entries(self._worktree, self._tree)
-                for mode, name in _FILES.findall(block)
-            }
+            self._modes = {}
+            for block in _entries(self._worktree, self._tree):
+                self._modes.update(_modes(block))
         return self._modes
+
+
+def _modes(block: bytes) -> dict[str, str]:
+    return {
+        name.decode("utf-8", "surrogateescape"): mode.decode()
+        for mode, name in _FILES.findall(block)
+    }
 
 
 def _entries(worktree: Path, tree: str) -> Iterator[bytes]:
@@ -118,8 +126,9 @@ def _names(raw: list[bytes]) -> list[str]:
     return [n.decode("utf-8", "surrogateescape") for n in raw]
 
 
-def list_tree(worktree: Path, tree: str) -> Listing:
-    return Listing(worktree, tree)
+def list_tree(worktree: Path, tree: str, *, modes: bool = False) -> Listing:
+    """The walk of ``tree``; with ``modes``, its files' modes gathered on the way."""
+    return Listing(worktree, tree, modes=modes)
 
 
 class Ahead:

@@ -353,7 +353,7 @@ def _raw_parent(
         attributes = shape.has_attributes
     if not exact.converts(worktree, attributes, asked):
         return False, False, None, listed  # git stores the bytes as they are
-    listing = shape if isinstance(shape, Listing) else list_tree(worktree, tree)
+    listing = shape if isinstance(shape, Listing) else list_tree(worktree, tree, modes=True)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = (
         []
