@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,19 @@ from bar.history import side_index
 
 
 def stage(
-    worktree: Path, index: Path, base: str, paths: set[str], name: str
+    worktree: Path,
+    index: Path,
+    base: str,
+    paths: set[str],
+    name: str,
+    abandoned: Callable[[], bool] = lambda: False,
 ) -> dict[str, Any] | None:
     """Add ``paths`` (changed since the side index ``index`` was stamped at ``base``) to
     a copy of it named ``name`` and write its tree; what ``staging.adopt`` needs to take it, or
     None (nothing to add, or not as the command would: a scope it cannot add as such,
     a file it cannot read, which the command reports itself). The copy is removed
-    unless returned."""
+    unless returned. ``abandoned``: asked between the stages of the work, whether a
+    command took the task meanwhile (it adds by itself then: the rest would be waste)."""
     started_ns = file_clock.floor()
     if racy.suspects(index):
         return None  # (files to hash whatever their stat: the command adds them)
@@ -41,7 +48,7 @@ def stage(
         found = fast.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
     except BarError:
         return None  # (a named pipe git would wait on: the command says so)
-    if found is None or not found[0] or not _small(worktree, found[0]):
+    if found is None or not found[0] or not _small(worktree, found[0]) or abandoned():
         return None
     scope = found[0]
     copy = index.with_name(name)
@@ -59,7 +66,13 @@ def stage(
         fast.discard_staged(copy)
         left_out.unlink(missing_ok=True)
         return None
-    if not whole or added != scope or racy.suspects(copy) or os.path.lexists(left_out):
+    if (
+        not whole
+        or added != scope
+        or racy.suspects(copy)
+        or os.path.lexists(left_out)
+        or abandoned()
+    ):
         # (or it left files its next look must hash, ``bar.git.racy``, or left files out,
         # which the command notes and warns of: ``side_index.with_left_out``)
         fast.discard_staged(copy)
@@ -96,8 +109,9 @@ def stage(
 
 def _small(worktree: Path, scope: list[str]) -> bool:
     """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
-    most ``staging.MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
-    asking meanwhile waits for it (``watcher.TIMEOUT`` at most, then looks by itself)."""
+    most ``staging.MAX_BYTES`` of files. A staging runs beside the watcher's answers (a
+    command asking meanwhile is answered at once, and adds by itself), so this bounds
+    only the work a staging may spend that a command may not take."""
     total = 0
     for rel in scope:
         try:

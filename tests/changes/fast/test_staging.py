@@ -134,7 +134,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
                 path.chmod(path.stat().st_mode ^ 0o111)
             elif what == "link" and not path.exists() and not path.is_symlink():
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.symlink_to("a.txt")
+                path.symlink_to("top.md" if rel == "a.txt" else "a.txt")  # (never itself)
         # (an edit may change nothing git sees; a staging thrown away makes the next
         # wait longer, up to ``MAX_QUIET_MS``; the watcher's git may be slow on a busy
         # machine)
@@ -202,6 +202,48 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
     assert watcher.look(index, base) is not None  # (not asked for: not answered)
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+
+
+def test_a_command_asking_while_the_watcher_stages_is_answered_at_once(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """git's add may take seconds (a clean filter's, such as a large-file store's): the
+    watcher stages on a thread of its own and goes on answering, so a command that asks
+    meanwhile is answered at once, not kept waiting (nor the watcher taken for hung and
+    given up); it adds by itself, the record is plain git's, and the staging is thrown
+    away once it lands, its copy with it."""
+    filtered = tmp_path / "filtered"
+    clean = f"sleep 2; touch {filtered}; cat"
+    subprocess.run(["git", "-C", str(repo), "config", "filter.slow.clean", clean], check=True)
+    task, wt = watcher_started(capfd, repo)
+    index = side_index_of(task)
+    (wt / ".gitattributes").write_text("slow.txt filter=slow\n")
+    (wt / "slow.txt").write_text("one\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    filtered.unlink(missing_ok=True)
+    (wt / "slow.txt").write_text("two\n")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        said = watcher.status(index)
+        assert said is not None
+        if said.get("staging"):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the watcher never began to stage the edit")
+    sight = watcher.look(index, base, staged=True)
+    assert not filtered.exists()  # (answered while the staging's git still filtered)
+    assert sight is not None and sight.paths == {"slow.txt"} and sight.staged is None
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    while time.monotonic() < deadline:
+        said = watcher.status(index)
+        assert said is not None  # (never given up for hung)
+        if not said.get("staging"):
+            break
+        time.sleep(0.05)
+    assert not said.get("staged") and not _copies(task)
 
 
 def test_nothing_is_staged_while_a_command_holds_the_task(

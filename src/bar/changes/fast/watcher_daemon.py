@@ -8,7 +8,11 @@ kernel's events, the side index's stamps and the HEADs of nested repositories, a
 answers on its socket. While no command asks, it stages the hand edits it saw into a
 copy of the side index (``bar.changes.fast.staging``), with the git directories bar pinned for the
 task and the environment of the ``bar run`` that handed the watch over: the staging itself
-is the record's (``Stage``, handed in by the entry, ``bar.changes.watching``).
+is the record's (``Stage``, handed in by the entry, ``bar.changes.watching``). A staging
+runs on a thread of its own (``_Flight``), so the watcher goes on answering meanwhile: a
+command that asks while git adds (a clean filter may take seconds) is answered at once,
+without the staging, and adds by itself; the staging then stops at its next stage and
+is thrown away.
 
 Each path it collects is tagged with a generation: a ``look`` answers every path
 collected since the side index was last settled at the state asked about, then starts a
@@ -23,6 +27,7 @@ import json
 import os
 import select
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,9 +43,43 @@ _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
 _RETRY_S = 1.0  # a staging refused for the clock is tried again this much later
 
-# (worktree, side index, the state it was stamped at, changed paths, the copy's name) ->
-# what a command needs to take the staging, or None (``bar.history.ahead.stage``)
-Stage = Callable[[Path, Path, str, set[str], str], "dict[str, Any] | None"]
+# (worktree, side index, the state it was stamped at, changed paths, the copy's name,
+# whether a command took the task meanwhile) -> what a command needs to take the
+# staging, or None (``bar.history.ahead.stage``)
+Stage = Callable[[Path, Path, str, set[str], str, Callable[[], bool]], "dict[str, Any] | None"]
+
+
+class _Flight:
+    """A staging under way on a thread of its own, with what the watcher knew when it
+    began (to tell, once it lands, whether anything changed meanwhile). The thread writes
+    a byte to ``wake`` when it is done, which the watcher's poll waits on."""
+
+    def __init__(
+        self,
+        work: Callable[[], dict[str, Any] | None],
+        wake: int,
+        *,
+        name: str,
+        base: str,
+        paths: frozenset[str],
+        moved: int,
+        heads: dict[str, str | None],
+    ) -> None:
+        self.name, self.base, self.paths, self.moved, self.heads = name, base, paths, moved, heads
+        self.result: dict[str, Any] | None = None
+        self.failed = False
+        self._work, self._wake = work, wake
+        self.thread = threading.Thread(target=self._run, name="staging", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self._work()
+        except Exception:  # (whatever it was, the command adds by itself)
+            self.failed = True
+        finally:
+            with contextlib.suppress(OSError):
+                os.write(self._wake, b"\0")
 
 
 def _mounts(said: object) -> list[tuple[int, str]] | None:
@@ -108,6 +147,9 @@ class Watcher:
         self.staged_heads: dict[str, str | None] = {}  # of the nested repositories, then
         self.stagings = 0
         self.retried = -1  # the count of changes (``moved``) a staging was tried again at
+        self.flight: _Flight | None = None  # the staging under way
+        self.wake, self.woken = os.pipe()  # (read, write): a staging landed
+        os.set_blocking(self.wake, False)
         staging.leftovers(self.folder, keep=f"{staging.PREFIX}{os.getpid()}.")
 
     def serve(self) -> None:
@@ -116,6 +158,7 @@ class Watcher:
         poll = self.poll
         self._poll_new()
         poll.register(self.listener.fileno(), select.POLLIN)
+        poll.register(self.wake, select.POLLIN)
         while True:
             now = time.monotonic()
             left = self.idle - (now - self.last_question)
@@ -125,6 +168,8 @@ class Watcher:
             if self.stage_at is not None:
                 wait = min(wait, max(0.0, (self.stage_at - now) * 1000))
             ready = {fd for fd, _ in poll.poll(int(wait) + 1)}
+            if self.wake in ready:
+                self._landed()
             if ready & self.polled:
                 self._collect()
             elif not ready and self.stage_at is not None and time.monotonic() >= self.stage_at:
@@ -164,10 +209,12 @@ class Watcher:
         self.found.clear()
 
     def _stage(self) -> None:
-        """Stage what changed since ``base`` (``bar.changes.fast.staging``), if the worktree stayed
-        still while it was staged; a staging thrown away by a change makes the watcher
-        wait longer before the next."""
+        """Begin to stage what changed since ``base`` (``bar.changes.fast.staging``), on a
+        thread of its own (``_landed`` takes it up when it is done); one at a time: a change
+        during one is staged once it has landed."""
         self.stage_at = None
+        if self.flight is not None:
+            return  # (``_landed`` stages again: the one under way is thrown away)
         self._unstage()
         base, paths, moved = self.base, frozenset(self.found), self.moved
         if (
@@ -182,30 +229,63 @@ class Watcher:
             return
         self.stagings += 1
         name = f"{staging.PREFIX}{os.getpid()}.{self.stagings}"
-        heads = self._nested_heads()
-        try:
-            staged = self.stage(Path(self.root), self.index, base, set(paths), name)
-        except Exception:  # (whatever it was, the command adds by itself)
-            staging.discard(self.folder / name)
+        root, index, folder, stage = Path(self.root), self.index, self.folder, self.stage
+        self.flight = _Flight(
+            lambda: stage(root, index, base, set(paths), name, lambda: staging.busy(folder)),
+            self.woken,
+            name=name,
+            base=base,
+            paths=paths,
+            moved=moved,
+            heads=self._nested_heads(),
+        )
+
+    def _landed(self) -> None:
+        """Take up the staging that finished: it is answered from now on if the worktree
+        stayed still while it ran (and the side index is still at the state it began
+        from); else it is thrown away, and what changed is staged anew, after a longer
+        stillness."""
+        with contextlib.suppress(OSError):
+            os.read(self.wake, 64)
+        flight, self.flight = self.flight, None
+        if flight is None:
+            return
+        flight.thread.join()  # (its work is done: it wrote the byte last)
+        staged = flight.result
+        if flight.failed:
+            staging.discard(self.folder / flight.name)
             return
         if staged is None:
             # (a file changed in the second git began to add it is hashed again by the
             # command, which no staging does: tried once more when that second is past)
-            if self.retried != moved:
-                self.retried = moved
+            if self.retried != flight.moved:
+                self.retried = flight.moved
                 self.stage_at = time.monotonic() + _RETRY_S
+            elif self.moved != flight.moved:  # (changed meanwhile: staged anew)
+                self.stage_at = time.monotonic() + self.quiet
             return
         self._collect()
         if (
-            self.moved != moved
-            or frozenset(self.found) != paths
-            or self.base != base
-            or self._nested_heads() != heads
+            self.moved != flight.moved
+            or frozenset(self.found) != flight.paths
+            or self.base != flight.base
+            or self._nested_heads() != flight.heads
         ):
-            staging.discard(self.folder / name)
-            self.quiet = min(self.quiet * 4, staging.MAX_QUIET_MS / 1000)
+            staging.discard(self.folder / flight.name)
+            if self.moved != flight.moved:  # (a file that keeps changing: wait longer)
+                self.quiet = min(self.quiet * 4, staging.MAX_QUIET_MS / 1000)
+                self.stage_at = time.monotonic() + self.quiet
             return
-        self.staged, self.staged_paths, self.staged_heads = staged, paths, heads
+        self.staged, self.staged_paths, self.staged_heads = staged, flight.paths, flight.heads
+
+    def close(self) -> None:
+        """Before it exits: the staging under way finished and thrown away, as is the one
+        it holds (a thread left running would leave its copy behind)."""
+        flight, self.flight = self.flight, None
+        if flight is not None:
+            flight.thread.join()
+            staging.discard(self.folder / flight.name)
+        self._unstage()
 
     def _unstage(self) -> None:
         if self.staged is not None:
@@ -364,6 +444,7 @@ class Watcher:
             "idle": self.idle,
             "verify": self.verify,
             "stagings": self.stagings,
+            "staging": self.flight is not None,
             "staged": self.staged is not None,
         }
 
@@ -397,7 +478,7 @@ def main(argv: list[str], stage: Stage) -> int:
     try:
         watcher.serve()
     finally:
-        watcher._unstage()
+        watcher.close()
         with contextlib.suppress(OSError):
             if watcher._socket_id() == watcher.socket_id:
                 os.unlink(watcher.socket_file)
