@@ -106,9 +106,15 @@ def test_a_whole_look_reads_the_side_index_in_pieces_as_whole(
     (repo / "untracked dir/new file.txt").write_text("new\n")  # untracked
     (repo / "docs/ünïcode/new\ttab.md").write_text("n\n")
     git(repo / "deep/a/b", "init", "-q")  # a recorded directory swallowed by a repository
-    whole = side_index._listed(repo, index), side_index._swallowed(repo, index, stamped=False)
+    whole = (
+        side_index._listed(repo, index),
+        side_index._swallowed(repo, index, index, stamped=False),
+    )
     monkeypatch.setattr(proc, "PIECE", piece)
-    in_pieces = side_index._listed(repo, index), side_index._swallowed(repo, index, stamped=False)
+    in_pieces = (
+        side_index._listed(repo, index),
+        side_index._swallowed(repo, index, index, stamped=False),
+    )
     assert in_pieces == whole
     (gitlinks, hashed), swallowed = in_pieces
     assert gitlinks == ["vendor/lib"] and swallowed == ["deep/a/b"]

@@ -61,7 +61,9 @@ def stage(
         keep_private(copy)
         if identity(index) != was:
             raise OSError("the side index changed while it was copied")
-        tree, whole, added = side_index.write_whole(worktree, copy, scope, left_out=left_out)
+        tree, whole, added = side_index.write_whole(
+            worktree, copy, scope, left_out=left_out, stamped_as=index
+        )
     except (OSError, BarError):
         fast.discard_staged(copy)
         left_out.unlink(missing_ok=True)

@@ -166,6 +166,7 @@ def write_whole(
     *,
     renormalize: bool = False,
     left_out: Path | None = None,
+    stamped_as: Path | None = None,
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
@@ -174,7 +175,8 @@ def write_whole(
     (``bar.git.conversions``): every recorded file is hashed anew, whatever its stat,
     and everything is rescanned. ``left_out``: where the files this look leaves out
     are noted, with those noted there before (``with_left_out``: the task's side index
-    has them at ``left_out_file``)."""
+    has them at ``left_out_file``). ``stamped_as``: the side index whose stamps hold for
+    ``index`` (a copy of it at the state they were made for: a staging's)."""
     if renormalize:
         reseed(worktree, index)
         scope = None
@@ -187,7 +189,7 @@ def write_whole(
         if scope is not None:
             scope = sorted({*scope, *suspects})
     since = file_clock.floor()  # (before git looks at any file: see ``bar.git.racy``)
-    swallowed = _swallowed(worktree, index, stamped=not renormalize)
+    swallowed = _swallowed(worktree, index, stamped_as or index, stamped=not renormalize)
     if swallowed:
         _unrecord(worktree, index, swallowed)
         if scope is not None:
@@ -211,7 +213,9 @@ def write_whole(
         # (what HEAD holds and the index does not, and the other way round: one look for
         # both; adding again files HEAD holds makes none of the others)
         head = git.head(worktree)
-        versus = ignored.against_head(worktree, index, head) if head is not None else None
+        versus = (
+            ignored.against_head(worktree, index, head, within=scope) if head is not None else None
+        )
         _add_held_again(
             worktree, index, excludes, scope, None if versus is None else versus.get("D")
         )
@@ -385,15 +389,16 @@ def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def _swallowed(worktree: Path, index: Path, stamped: bool = True) -> list[str]:
+def _swallowed(worktree: Path, index: Path, stamped_as: Path, stamped: bool = True) -> list[str]:
     """Directories of recorded files that are now nested repositories (a ``.git`` in
     them): git would go on taking their files from inside the foreign repository, where
     ``git add -A`` from a fresh index records one gitlink (and a path named inside one
     fails: "Pathspec ... is in submodule"). From the stamped directories (one stat
     each), else from the side index's entries: always where the side index was just
     started over from HEAD (``stamped`` False), whose files the stamps, made of the
-    recorded state, may not hold."""
-    dirs = fast.stamped_dirs(index) if stamped and speed.fast() else None
+    recorded state, may not hold. ``stamped_as``: the side index whose stamps hold for
+    ``index`` (itself, or the one a staging copied)."""
+    dirs = fast.stamped_dirs(stamped_as) if stamped and speed.fast() else None
     if dirs is None:
         parents: set[bytes] = set()
         try:
