@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1389,6 +1390,7 @@ def fig11(f: Fixture, p: Params) -> list[Row]:
                 "checkpoint (a file changed)": post(True),
                 "checkpoint (nothing changed)": post(False),
                 "git status": lambda: inside.t(["git", "status", "--porcelain"], wt),
+                "git status (outside)": lambda: f.t(["git", "status", "--porcelain"], wt),
             },
             p.repeat,
             p.warmup,
@@ -1414,6 +1416,23 @@ def fig11(f: Fixture, p: Params) -> list[Row]:
             "checkpoint (nothing changed)",
             "git status",
             1.2,
+        ),
+        ratio_row(
+            "11-changed-out",
+            "post-tool hook, a file changed: checkpoint taken ÷ `git status --porcelain` "
+            "run outside the step",
+            s,
+            "checkpoint (a file changed)",
+            "git status (outside)",
+            0.5,
+        ),
+        ratio_row(
+            "11-unchanged-out",
+            "post-tool hook, nothing changed ÷ `git status --porcelain` run outside the step",
+            s,
+            "checkpoint (nothing changed)",
+            "git status (outside)",
+            None,
         ),
     ]
     return rows + _fig11_log(f, p)
@@ -1571,6 +1590,124 @@ def fig14(f: Fixture, p: Params) -> list[Row]:
     ]
 
 
+# --- 24. the floor of an exact look -----------------------------------------------------
+
+
+# how long the task's watcher may take to stage a one-line edit ahead of the next command
+# (docs/internals/fast.md: 2 ms of quiet, then a `git add` and `git write-tree`)
+QUIET = 0.3
+
+
+def fig24(f: Fixture, p: Params) -> list[Row]:
+    """What git alone costs for the looks a recorded step cannot skip, against `git
+    status` outside the step, beside bar doing them, all in the same rounds.
+
+    Every look stats every recorded file (docs/internals/fast.md: a write through a
+    second name, or a memory map, reaches no watch): `git diff-files` on a copy of the
+    task's side index is that stat, and nothing more. A step is two looks, one for hand
+    edits before it and its own after; a step after a hand edit records the edit between
+    them (`git add` of the path and `git write-tree`); a checkpoint that finds a change is
+    one look and the same record."""
+    repo, task, wt, pool = _project(f)
+    bar_true: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+    f.t(bar_true, wt)  # (the side index warm, its stamps written)
+    index = _side_index(f, task, "floor")
+    env = {
+        **f.env,
+        "GIT_INDEX_FILE": str(index),
+        "GIT_DIR": str(index.parent / "git"),
+        "GIT_COMMON_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(wt),
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+    add = ["git", "-c", "core.splitIndex=true", "add", "--", pool[0]]
+    n = Counter()
+
+    def looks(count: int, record: bool) -> Callable[[], float]:
+        def call() -> float:
+            if record:
+                edits.small_change(wt, pool, 20_000 + n())
+                time.sleep(QUIET)  # (git alone: the task's watcher done staging the edit)
+            took = sum(f.t(look, wt, env=env) for _ in range(count))
+            if record:
+                took += f.t(add, wt, env=env) + f.t(["git", "write-tree"], wt, env=env)
+            return took
+
+        return call
+
+    def bar_after_change() -> float:
+        edits.small_change(wt, pool, n())
+        return f.t(bar_true, wt)
+
+    s = interleave(
+        {
+            "one look": looks(1, False),
+            "two looks": looks(2, False),
+            "look + record": looks(1, True),
+            "two looks + record": looks(2, True),
+            "bar run (nothing new)": lambda: f.t(bar_true, wt),
+            "bar run (new change)": bar_after_change,
+            "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
+        },
+        p.repeat,
+        p.warmup,
+        settle=TYPED,
+    )
+    return [
+        ratio_row(
+            "24-look",
+            "one exact look: `git diff-files` on the side index (a stat of every recorded "
+            "file) ÷ `git status --porcelain`",
+            s,
+            "one look",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "24-1b",
+            "floor of 1b: two looks (for hand edits, then the step's) ÷ `git status --porcelain`",
+            s,
+            "two looks",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "24-1",
+            "floor of 1: two looks and a one-line edit recorded (`git add PATH` + `git "
+            "write-tree`) ÷ `git status --porcelain`",
+            s,
+            "two looks + record",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "24-11",
+            "floor of 11-changed: one look and the edit recorded ÷ `git status --porcelain`",
+            s,
+            "look + record",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "24-1b-bar",
+            "`bar run -- true`, nothing new ÷ its floor (two looks)",
+            s,
+            "bar run (nothing new)",
+            "two looks",
+            None,
+        ),
+        ratio_row(
+            "24-1-bar",
+            "`bar run -- true` after a one-line edit ÷ its floor (two looks, the edit recorded)",
+            s,
+            "bar run (new change)",
+            "two looks + record",
+            None,
+        ),
+    ]
+
+
 from ui_figures import fig13  # noqa: E402  (it uses the helpers above)
 
 FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
@@ -1588,6 +1725,7 @@ FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     12: ("git processes per command", fig12),
     13: ("bar ui pages", fig13),
     14: ("the speed layer on and off", fig14),
+    24: ("the floor of an exact look", fig24),
 }
 # left out of --quick (unless named with --only): their set-up alone takes over ten seconds
 FULL_ONLY = frozenset({13})

@@ -105,7 +105,9 @@ each is waited for outside any timing when it starts, and stopped after each fig
     `PostToolUse` event for a shell command goes to `bar hook claude`, timed from the
     hook's start to its answer, which comes after the checkpoint is recorded: after a
     small change (one line appended to one tracked file, 11-changed) and with nothing
-    changed (11-unchanged), against `git status --porcelain` run the same way. 11-log:
+    changed (11-unchanged), against `git status --porcelain` run the same way (inside
+    the step; 11-changed-out and 11-unchanged-out: run outside it, as a developer runs
+    it, in the same rounds). 11-log:
     `bar log` of a 1,000-step task (a real step, synthetic ones, a real step) one of
     whose steps is a session of 500 checkpointed calls, against the same task without it.
 12. One run of each command with `GIT_TRACE2_EVENT` set, counting the git processes it
@@ -120,6 +122,14 @@ each is waited for outside any timing when it starts, and stopped after each fig
     page of a step changing 5,000 files, its file list without the
     diffs the page fetches later, against `git diff --numstat` of the same two trees. Not
     in `--quick`: its set-up alone takes over ten seconds.
+24. The floor of an exact look, in a task after one step: `git diff-files
+    --ignore-submodules=dirty --name-only -z` on a copy of the task's side index (its
+    index and git directory, as bar keeps them) in the task's worktree, once (24-look)
+    and twice (24-1b: a step's look for hand edits, then its own), and, after a one-line
+    edit (the task's watcher given 0.3 s, untimed, to stage it), once or twice with
+    `git add PATH` and `git write-tree` (24-11, 24-1): what git alone does for the same
+    work, against `git status --porcelain`; in the same rounds `bar run -- true` with
+    nothing new and after a one-line edit, each against its floor (24-1b-bar, 24-1-bar).
 """
 
 
