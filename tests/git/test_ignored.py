@@ -91,58 +91,6 @@ def test_an_index_holding_only_heads_files_is_left_alone(
     assert index.read_bytes() == before and "x.log" in held(repo, index)
 
 
-def test_against_head_within_paths_says_what_it_says_everywhere_there(
-    make_repo: MakeRepo, tmp_path: Path
-) -> None:
-    """``against_head(within=...)``: of each path named, and of what is below it, what the
-    whole comparison says there and nothing else; names git would read as patterns or
-    magic are taken as they are."""
-    repo = make_repo()
-    held_names = ["a.txt", "d/b.txt", "d/e/c.txt", "sp ace/x.txt", "star*/y.txt", ":(glob)z"]
-    held_names += ["dd/q.txt", "caf\udce9/r.txt"]
-    for name in held_names:
-        path = repo / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"held\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "head")
-    index = tmp_path / "side-index"
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "read-tree", "HEAD"], cwd=repo, env=env, check=True)
-    gone = ["d/e/c.txt", "sp ace/x.txt", "star*/y.txt", ":(glob)z", "dd/q.txt", "caf\udce9/r.txt"]
-    literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}  # (the setup's names as they are)
-    subprocess.run(["git", "rm", "-q", "--cached", "--", *gone], cwd=repo, env=literal, check=True)
-    made = ["d/new.txt", "star*/n.txt", "new dir/n.txt", "stare/n.txt"]
-    for name in made:
-        path = repo / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("n\n")
-    subprocess.run(["git", "add", "--", *made], cwd=repo, env=literal, check=True)
-    head = bar_git.head(repo)
-    assert head is not None
-    everywhere = against_head(repo, index, head)
-    assert everywhere is not None
-
-    def below(path: bytes, within: list[str]) -> bool:
-        name = os.fsdecode(path)
-        return any(name == w or name.startswith(w + "/") for w in within)
-
-    for within in (
-        ["d"],
-        ["star*"],
-        ["sp ace/x.txt", ":(glob)z"],
-        ["d/e", "new dir"],
-        ["caf\udce9"],
-        [],
-    ):
-        found = against_head(repo, index, head, within=within)
-        assert found is not None
-        for status in ("A", "D"):
-            want = [p for p in everywhere.get(status, []) if below(p, within)]
-            assert found.get(status, []) == want, (within, status)
-    assert against_head(repo, index, head, within=["."]) == everywhere
-
-
 def test_one_git_asked_many_times_answers_as_git_check_ignore_does(make_repo: MakeRepo) -> None:
     """``Asking``: one ``git check-ignore`` for many questions says of each path what a
     ``git check-ignore`` of its own says: rules of every level, a negated rule, a path

@@ -213,9 +213,7 @@ def write_whole(
         # (what HEAD holds and the index does not, and the other way round: one look for
         # both; adding again files HEAD holds makes none of the others)
         head = git.head(worktree)
-        versus = (
-            ignored.against_head(worktree, index, head, within=scope) if head is not None else None
-        )
+        versus = ignored.against_head(worktree, index, head) if head is not None else None
         _add_held_again(
             worktree, index, excludes, scope, None if versus is None else versus.get("D")
         )
