@@ -62,7 +62,7 @@ def stage(
         if identity(index) != was:
             raise OSError("the side index changed while it was copied")
         tree, whole, added = side_index.write_whole(
-            worktree, copy, scope, left_out=left_out, stamped_as=index
+            worktree, copy, scope, left_out=left_out, stamped_as=index, unchanged=found[1]
         )
     except (OSError, BarError):
         fast.discard_staged(copy)

@@ -17,7 +17,7 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from bar import git
@@ -167,6 +167,7 @@ def write_whole(
     renormalize: bool = False,
     left_out: Path | None = None,
     stamped_as: Path | None = None,
+    unchanged: Collection[str] | None = None,
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
@@ -176,7 +177,10 @@ def write_whole(
     and everything is rescanned. ``left_out``: where the files this look leaves out
     are noted, with those noted there before (``with_left_out``: the task's side index
     has them at ``left_out_file``). ``stamped_as``: the side index whose stamps hold for
-    ``index`` (a copy of it at the state they were made for: a staging's)."""
+    ``index`` (a copy of it at the state they were made for: a staging's).
+    ``unchanged``: the stamped directories a look found unchanged since the stamps,
+    which held for ``index`` then (``rescan.scan``): none of them gained an entry, so
+    none became a nested repository."""
     if renormalize:
         reseed(worktree, index)
         scope = None
@@ -189,12 +193,16 @@ def write_whole(
         if scope is not None:
             scope = sorted({*scope, *suspects})
     since = file_clock.floor()  # (before git looks at any file: see ``bar.git.racy``)
-    swallowed = _swallowed(worktree, index, stamped_as or index, stamped=not renormalize)
+    stamps_of = stamped_as or index
+    swallowed = _swallowed(worktree, index, stamps_of, not renormalize, unchanged)
     if swallowed:
         _unrecord(worktree, index, swallowed)
         if scope is not None:
             scope = sorted({*scope, *swallowed})
-    unrooted = _unrooted(worktree, index) if scope != [] else []
+    # (the stamps held for the side index when the look began, and no gitlink was in
+    # their tree: it holds none now, ``_unrecord`` and ``racy.force`` adding none)
+    gitlinks = not (unchanged is not None and fast.holds_no_gitlink(stamps_of))
+    unrooted = _unrooted(worktree, index) if scope != [] and gitlinks else []
     if unrooted:
         _unrecord(worktree, index, unrooted, whole=True)
         if scope is not None:
@@ -387,7 +395,13 @@ def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def _swallowed(worktree: Path, index: Path, stamped_as: Path, stamped: bool = True) -> list[str]:
+def _swallowed(
+    worktree: Path,
+    index: Path,
+    stamped_as: Path,
+    stamped: bool = True,
+    unchanged: Collection[str] | None = None,
+) -> list[str]:
     """Directories of recorded files that are now nested repositories (a ``.git`` in
     them): git would go on taking their files from inside the foreign repository, where
     ``git add -A`` from a fresh index records one gitlink (and a path named inside one
@@ -395,8 +409,11 @@ def _swallowed(worktree: Path, index: Path, stamped_as: Path, stamped: bool = Tr
     each), else from the side index's entries: always where the side index was just
     started over from HEAD (``stamped`` False), whose files the stamps, made of the
     recorded state, may not hold. ``stamped_as``: the side index whose stamps hold for
-    ``index`` (itself, or the one a staging copied)."""
+    ``index`` (itself, or the one a staging copied); ``unchanged``: stamped directories a
+    look found unchanged since (no ``.git`` made in one moves nothing else)."""
     dirs = fast.stamped_dirs(stamped_as) if stamped and speed.fast() else None
+    if dirs is not None and unchanged:
+        dirs = [d for d in dirs if d not in unchanged]
     if dirs is None:
         parents: set[bytes] = set()
         try:

@@ -165,6 +165,7 @@ def take(
                 excludes,
                 renormalize=renormalize,
                 left_out=side_index.left_out_file(index),
+                unchanged=known,
             )
         if not renormalize and conversions.may_touch_attributes(
             worktree, scope, fast.stamped_attributes(index)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import (
+    SETTLE,
     bar,
     init_clean,
     ledger,
@@ -273,6 +275,48 @@ def test_a_nested_repository_where_a_directory_of_tracked_files_was(
     assert (wt / "d" / "x.txt").read_text() == "mine\n"
     res = bar(capfd, "run", "--", "true")
     assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+
+
+@pytest.mark.parametrize("by", ["hand", "step"])
+def test_directories_of_recorded_files_made_repositories_in_place_are_each_one_gitlink(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str, by: str
+) -> None:
+    """``git init`` and a commit in directories whose files are recorded, the files left
+    where they are: one holding files and a directory of its own, one holding only a
+    directory (nothing of its own to rescan: its ``.git`` is all that is new in it), both
+    deep under directories nothing else touched. Each is recorded as one gitlink, as git
+    does from a fresh index, whether the look learned of it from the watch or from the
+    directories' times; and a later edit elsewhere leaves them so."""
+    task, wt = _task(repo, capfd)
+    script = (
+        "mkdir -p a/b/d/e a/b/p/s other && echo 1 > a/b/d/x.txt && echo 2 > a/b/d/e/y "
+        "&& echo 3 > a/b/p/s/z && echo 4 > other/o.txt"
+    )
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    made = (
+        "for d in a/b/d a/b/p; do git init -q $d && git -C $d add -A && "
+        "git -C $d -c user.name=d -c user.email=d@x commit -qm init; done"
+    )
+    # (a look past the racy window of that step: every directory stamped by its ctime,
+    # none rescanned for being racy, then past this one's)
+    time.sleep(SETTLE)
+    assert bar(capfd, "run", "--", "true").code == 0
+    time.sleep(SETTLE)
+    if by == "hand":
+        subprocess.run(["sh", "-c", made], cwd=wt, check=True)
+        time.sleep(SETTLE)
+        assert bar(capfd, "run", "--", "true").code == 0
+    else:
+        res = bar(capfd, "run", "--", "sh", "-c", made)
+        assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+    listed = _git(repo, "ls-tree", "-r", recorded_tree(repo, task))
+    assert "160000 commit" in listed and "\ta/b/d\n" in listed and "\ta/b/p\n" in listed
+    assert "a/b/d/" not in listed and "a/b/p/" not in listed
+    (wt / "other" / "o.txt").write_text("5\n")
+    assert bar(capfd, "run", "--", "true").code == 0
     _same_record(repo, task, wt, tmp_path)
 
 

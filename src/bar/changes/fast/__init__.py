@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from bar.changes.fast.staging import take_patch as take_patch
     from bar.changes.fast.stamps import flush as flush
     from bar.changes.fast.stamps import forget as forget
+    from bar.changes.fast.stamps import holds_no_gitlink as holds_no_gitlink
     from bar.changes.fast.stamps import nested_repositories as nested_repositories
     from bar.changes.fast.stamps import recommit as recommit
     from bar.changes.fast.stamps import restamp as restamp
@@ -68,6 +69,7 @@ DOOR = {
     "scan": ("rescan", "scan"),
     "changed_since": ("rescan", "changed_since"),
     "stamped_dirs": ("stamps", "stamped_dirs"),
+    "holds_no_gitlink": ("stamps", "holds_no_gitlink"),
     "prescan_begin": ("prescan", "begin"),
     "prescan_start": ("prescan", "start"),
     "prescan_discard": ("prescan", "discard"),
@@ -137,6 +139,7 @@ __all__ = [
     "flush",
     "forget",
     "forget_written",
+    "holds_no_gitlink",
     "keep_watching",
     "look",
     "moves_gitlinks",

@@ -611,6 +611,13 @@ def nested_repositories(index: Path) -> list[str]:
         return []
 
 
+def holds_no_gitlink(index: Path) -> bool:
+    """Whether the stamps on ``index`` say that their tree holds no gitlink (no nested
+    repository, no submodule); False where they do not say."""
+    nested = (noted(index) or {}).get("nested")
+    return isinstance(nested, list) and not nested
+
+
 def stamped_dirs(index: Path) -> list[str] | None:
     """Every directory the last stamps cover (the tree's and the untracked ones)."""
     dirs = (noted(index) or {}).get("dirs")
