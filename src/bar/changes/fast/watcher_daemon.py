@@ -42,6 +42,7 @@ from bar.changes.fast.resident import file_id
 _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
 _RETRY_S = 1.0  # a staging refused for the clock is tried again this much later
+_CLOSE_S = 10.0  # how long an exiting watcher waits for its staging under way
 
 # (worktree, side index, the state it was stamped at, changed paths, the copy's name,
 # whether a command took the task meanwhile) -> what a command needs to take the
@@ -279,11 +280,12 @@ class Watcher:
         self.staged, self.staged_paths, self.staged_heads = staged, flight.paths, flight.heads
 
     def close(self) -> None:
-        """Before it exits: the staging under way finished and thrown away, as is the one
-        it holds (a thread left running would leave its copy behind)."""
+        """Before it exits: the staging under way finished (``_CLOSE_S`` at most: a clean
+        filter that never returns holds it for ever) and thrown away, as is the one it
+        holds."""
         flight, self.flight = self.flight, None
         if flight is not None:
-            flight.thread.join()
+            flight.thread.join(_CLOSE_S)
             staging.discard(self.folder / flight.name)
         self._unstage()
 
