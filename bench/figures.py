@@ -332,10 +332,27 @@ def fig3(f: Fixture, p: Params) -> list[Row]:
         to = far if turn() % 2 else near
         return f.t(["git", "checkout", "-q", "--detach", to], checkout)
 
+    # the floor of a rollback: its look for hand edits (a stat of every recorded file,
+    # figure 24), then what git does to write the other tree
+    first_wt = tasks[smallest][1]
+    index = _side_index(f, first_task, "rollback-floor")
+    look_env = {
+        **f.env,
+        "GIT_INDEX_FILE": str(index),
+        "GIT_DIR": str(index.parent / "git"),
+        "GIT_COMMON_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(first_wt),
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+
     contenders = {f"rollback@{n}": rollback(n) for n in p.rollback_steps}
     contenders["git checkout"] = git_checkout
+    contenders["look"] = lambda: f.t(look, first_wt, env=look_env)
     repeat = p.repeat + p.repeat % 2  # as many rollbacks back as forth
     s = interleave(contenders, repeat, warmup=2 * p.warmup)
+    # (each round's look and checkout, added: the floor of that round's rollbacks)
+    s["look + git checkout"] = [a + b for a, b in zip(s["look"], s["git checkout"], strict=True)]
     label = "`bar rollback` 10 steps back, task of {} steps ÷ `git checkout` of the same trees"
     rows = [
         ratio_row(f"3@{n}", label.format(n), s, f"rollback@{n}", "git checkout", 3.0)
@@ -353,6 +370,25 @@ def fig3(f: Fixture, p: Params) -> list[Row]:
             note="must stay flat",
         )
     )
+    rows += [
+        ratio_row(
+            "3-floor",
+            "floor of a rollback: one exact look (`git diff-files` on the side index) and "
+            "`git checkout` ÷ `git checkout` of the same trees",
+            s,
+            "look + git checkout",
+            "git checkout",
+            None,
+        ),
+        ratio_row(
+            f"3@{smallest}-floor",
+            f"`bar rollback` 10 steps back, task of {smallest} steps ÷ its floor",
+            s,
+            f"rollback@{smallest}",
+            "look + git checkout",
+            None,
+        ),
+    ]
     return rows
 
 

@@ -38,7 +38,9 @@ each is waited for outside any timing when it starts, and stopped after each fig
    a file added every third step, one removed every fifth). `bar rollback` alternates
    between the last step and the step ten before it (`base` for a ten-step task);
    `git checkout --detach` alternates between the same two snapshot commits in a separate
-   worktree of the same repository.
+   worktree of the same repository. 3-floor adds to each round's checkout that round's
+   `git diff-files` on a copy of the shortest task's side index in its worktree (the
+   look for hand edits every rollback begins with).
 4. The task holds ten steps; the target branch has a commit of its own, so the merge is
    three-way. Each apply goes to a fresh branch at that commit, as does each plumbing run
    (`git merge-tree --write-tree`, `git commit-tree`, `git update-ref`). 4-dry: `bar apply
