@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import edits  # noqa: E402
-from figures import Params, Row, ratio_row  # noqa: E402
+from figures import Params, Row, _side_index, ratio_row  # noqa: E402
 from harness import Fixture, interleave  # noqa: E402
 
 NUMBER = 23
@@ -65,15 +65,33 @@ def fig23(f: Fixture, p: Params) -> list[Row]:
     def status() -> float:
         return f.t(["git", "status", "--porcelain"], repo)
 
+    # the task's look for hand edits, which an apply makes first (a stat of every recorded
+    # file of the task's worktree: figure 24's), on a copy of its side index
+    index = _side_index(f, task, "apply-floor")
+    look_env = {
+        **f.env,
+        "GIT_INDEX_FILE": str(index),
+        "GIT_DIR": str(index.parent / "git"),
+        "GIT_COMMON_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(wt),
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+
     s = interleave(
         {
             "bar apply": bar_apply,
             "commit-tree+update-ref+read-tree -m -u": plumbing,
             "git status": status,
+            "look": lambda: f.t(look, wt, env=look_env),
         },
         p.repeat,
         p.warmup,
     )
+    # (each round's look and plumbing, added: the floor of that round's apply)
+    s["look + plumbing"] = [
+        a + b for a, b in zip(s["look"], s["commit-tree+update-ref+read-tree -m -u"], strict=True)
+    ]
     return [
         ratio_row(
             "23",
@@ -90,6 +108,23 @@ def fig23(f: Fixture, p: Params) -> list[Row]:
             s,
             "bar apply",
             "git status",
+            None,
+        ),
+        ratio_row(
+            "23-floor",
+            "floor of an apply: the task's look for hand edits (`git diff-files` on its side "
+            "index) and the plumbing of 23 ÷ the plumbing",
+            s,
+            "look + plumbing",
+            "commit-tree+update-ref+read-tree -m -u",
+            None,
+        ),
+        ratio_row(
+            "23-bar-floor",
+            "`bar apply` onto the checked-out branch ÷ its floor",
+            s,
+            "bar apply",
+            "look + plumbing",
             None,
         ),
     ]
