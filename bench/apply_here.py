@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import edits  # noqa: E402
-from figures import Params, Row, _side_index, ratio_row  # noqa: E402
+from figures import LOOK, Params, Row, _look_env, ratio_row  # noqa: E402
 from harness import Fixture, interleave  # noqa: E402
 
 NUMBER = 23
@@ -67,23 +67,14 @@ def fig23(f: Fixture, p: Params) -> list[Row]:
 
     # the task's look for hand edits, which an apply makes first (a stat of every recorded
     # file of the task's worktree: figure 24's), on a copy of its side index
-    index = _side_index(f, task, "apply-floor")
-    look_env = {
-        **f.env,
-        "GIT_INDEX_FILE": str(index),
-        "GIT_DIR": str(index.parent / "git"),
-        "GIT_COMMON_DIR": str(repo / ".git"),
-        "GIT_WORK_TREE": str(wt),
-        "GIT_OPTIONAL_LOCKS": "0",
-    }
-    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+    look_env = _look_env(f, repo, task, wt, "apply-floor")
 
     s = interleave(
         {
             "bar apply": bar_apply,
             "commit-tree+update-ref+read-tree -m -u": plumbing,
             "git status": status,
-            "look": lambda: f.t(look, wt, env=look_env),
+            "look": lambda: f.t(LOOK, wt, env=look_env),
         },
         p.repeat,
         p.warmup,

@@ -200,6 +200,25 @@ def _side_index(f: Fixture, task: str, name: str) -> Path:
     return folder / "index"
 
 
+# the stat of every recorded file that every look of bar's makes (figure 24)
+LOOK = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+
+
+def _look_env(f: Fixture, repo: Path, task: str, wt: Path, name: str) -> dict[str, str]:
+    """The environment in which git works on a copy of the task's side index (made now,
+    in a directory ``name`` of its own) in its worktree, writing nothing it may skip: an
+    exact look of bar's, by git alone (``LOOK``), with none of bar's around it."""
+    index = _side_index(f, task, name)
+    return {
+        **f.env,
+        "GIT_INDEX_FILE": str(index),
+        "GIT_DIR": str(index.parent / "git"),
+        "GIT_COMMON_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(wt),
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+
+
 def fig2(f: Fixture, p: Params) -> list[Row]:
     repo, task, wt, pool = _project(f)
     f.bar(wt, "run", "--task", task, "--no-pty", "--", "true")  # bar's side index is warm
@@ -335,20 +354,11 @@ def fig3(f: Fixture, p: Params) -> list[Row]:
     # the floor of a rollback: its look for hand edits (a stat of every recorded file,
     # figure 24), then what git does to write the other tree
     first_wt = tasks[smallest][1]
-    index = _side_index(f, first_task, "rollback-floor")
-    look_env = {
-        **f.env,
-        "GIT_INDEX_FILE": str(index),
-        "GIT_DIR": str(index.parent / "git"),
-        "GIT_COMMON_DIR": str(repo / ".git"),
-        "GIT_WORK_TREE": str(first_wt),
-        "GIT_OPTIONAL_LOCKS": "0",
-    }
-    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+    look_env = _look_env(f, repo, first_task, first_wt, "rollback-floor")
 
     contenders = {f"rollback@{n}": rollback(n) for n in p.rollback_steps}
     contenders["git checkout"] = git_checkout
-    contenders["look"] = lambda: f.t(look, first_wt, env=look_env)
+    contenders["look"] = lambda: f.t(LOOK, first_wt, env=look_env)
     repeat = p.repeat + p.repeat % 2  # as many rollbacks back as forth
     s = interleave(contenders, repeat, warmup=2 * p.warmup)
     # (each round's look and checkout, added: the floor of that round's rollbacks)
@@ -1647,16 +1657,7 @@ def fig24(f: Fixture, p: Params) -> list[Row]:
     repo, task, wt, pool = _project(f)
     bar_true: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
     f.t(bar_true, wt)  # (the side index warm, its stamps written)
-    index = _side_index(f, task, "floor")
-    env = {
-        **f.env,
-        "GIT_INDEX_FILE": str(index),
-        "GIT_DIR": str(index.parent / "git"),
-        "GIT_COMMON_DIR": str(repo / ".git"),
-        "GIT_WORK_TREE": str(wt),
-        "GIT_OPTIONAL_LOCKS": "0",
-    }
-    look = ["git", "diff-files", "--ignore-submodules=dirty", "--name-only", "-z"]
+    env = _look_env(f, repo, task, wt, "floor")
     add = ["git", "-c", "core.splitIndex=true", "add", "--", pool[0]]
     n = Counter()
 
@@ -1665,7 +1666,7 @@ def fig24(f: Fixture, p: Params) -> list[Row]:
             if record:
                 edits.small_change(wt, pool, 20_000 + n())
                 time.sleep(QUIET)  # (git alone: the task's watcher done staging the edit)
-            took = sum(f.t(look, wt, env=env) for _ in range(count))
+            took = sum(f.t(LOOK, wt, env=env) for _ in range(count))
             if record:
                 took += f.t(add, wt, env=env) + f.t(["git", "write-tree"], wt, env=env)
             return took
