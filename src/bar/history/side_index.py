@@ -395,6 +395,16 @@ def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
+def became_repositories(worktree: Path, index: Path, unchanged: Collection[str] | None) -> bool:
+    """Whether a stamped directory a look found changed, and nothing in it to rescan, is
+    now a nested repository: a ``.git`` moved or made in a directory whose other entries
+    are stamped directories of their own names no path (a look skips ``.git``), yet git
+    records the directory as one gitlink from then on (``_swallowed``, which the write it
+    calls for runs). ``unchanged``: the directories the look found unchanged (None: it
+    looked at everything, and the write runs anyway)."""
+    return unchanged is not None and bool(_swallowed(worktree, index, index, True, unchanged))
+
+
 def _swallowed(
     worktree: Path,
     index: Path,

@@ -126,7 +126,11 @@ def take(
             known = None
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
-        if scope == [] and stamped == recorded:
+        if (
+            scope == []
+            and stamped == recorded
+            and not side_index.became_repositories(worktree, index, known)
+        ):
             # nothing changed since the last stamps, which therefore still hold
             if sight is not None and sight.paths != set():
                 fast.settle(sight, recorded, full=sight.paths is None)

@@ -8,6 +8,7 @@ Every test runs both ways (the ``speed`` fixture), through the real ``bar`` comm
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -278,16 +279,18 @@ def test_a_nested_repository_where_a_directory_of_tracked_files_was(
     _same_record(repo, task, wt, tmp_path)
 
 
-@pytest.mark.parametrize("by", ["hand", "step"])
+@pytest.mark.parametrize("by", ["hand", "moved", "step"])
 def test_directories_of_recorded_files_made_repositories_in_place_are_each_one_gitlink(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str, by: str
 ) -> None:
     """``git init`` and a commit in directories whose files are recorded, the files left
     where they are: one holding files and a directory of its own, one holding only a
     directory (nothing of its own to rescan: its ``.git`` is all that is new in it), both
-    deep under directories nothing else touched. Each is recorded as one gitlink, as git
-    does from a fresh index, whether the look learned of it from the watch or from the
-    directories' times; and a later edit elsewhere leaves them so."""
+    deep under directories nothing else touched; or (``moved``) a repository's ``.git``
+    made elsewhere moved into the second, all that is new in the worktree. Each is
+    recorded as one gitlink, as git does from a fresh index, whether the look learned of
+    it from the watch or from the directories' times; and a later edit elsewhere leaves
+    them so."""
     task, wt = _task(repo, capfd)
     script = (
         "mkdir -p a/b/d/e a/b/p/s other && echo 1 > a/b/d/x.txt && echo 2 > a/b/d/e/y "
@@ -308,13 +311,23 @@ def test_directories_of_recorded_files_made_repositories_in_place_are_each_one_g
         subprocess.run(["sh", "-c", made], cwd=wt, check=True)
         time.sleep(SETTLE)
         assert bar(capfd, "run", "--", "true").code == 0
+    elif by == "moved":
+        # a repository's .git made elsewhere and moved into the directory holding only a
+        # directory: nothing else is new anywhere, so no path names it
+        elsewhere = tmp_path / "elsewhere"
+        shutil.copytree(wt / "a/b/p", elsewhere)
+        subprocess.run(["sh", "-c", made.replace("a/b/d a/b/p", ".")], cwd=elsewhere, check=True)
+        os.rename(elsewhere / ".git", wt / "a/b/p/.git")
+        time.sleep(SETTLE)
+        assert bar(capfd, "run", "--", "true").code == 0
     else:
         res = bar(capfd, "run", "--", "sh", "-c", made)
         assert res.code == 0, res.err
     _same_record(repo, task, wt, tmp_path)
     listed = _git(repo, "ls-tree", "-r", recorded_tree(repo, task))
-    assert "160000 commit" in listed and "\ta/b/d\n" in listed and "\ta/b/p\n" in listed
-    assert "a/b/d/" not in listed and "a/b/p/" not in listed
+    assert "160000 commit" in listed and "\ta/b/p\n" in listed and "a/b/p/" not in listed
+    if by != "moved":
+        assert "\ta/b/d\n" in listed and "a/b/d/" not in listed
     (wt / "other" / "o.txt").write_text("5\n")
     assert bar(capfd, "run", "--", "true").code == 0
     _same_record(repo, task, wt, tmp_path)
