@@ -228,11 +228,35 @@ def write_whole(
         if scope is None:
             new = None if versus is None else versus.get("A", [])
             ignored.drop_newly_ignored(worktree, index, head, new)
-    tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
+    tree = _write_tree(worktree, index)
     if scope != []:
         racy.note(worktree, index, since, len(tree))
     keep_private(index)
     return tree, added is not None, scope
+
+
+def _write_tree(worktree: Path, index: Path) -> TreeId:
+    """The side index's tree (``git write-tree``, which may store its cache-tree).
+
+    Writing the index back, git compares the bytes of an entry whose stat cannot tell
+    (racily clean: changed in the second the index was written) through a mapping of the
+    file, as ``git add`` does: a file cut short meanwhile kills it with SIGBUS, holding the
+    side index's lock, and it is asked again, as the add is."""
+    for reread in range(_REREADS + 1):
+        try:
+            return TreeId(git.out(worktree, "write-tree", env=_env(index)))
+        except GitError as exc:
+            if exc.returncode != -signal.SIGBUS:
+                raise
+            index.with_name(index.name + ".lock").unlink(missing_ok=True)
+            if reread == _REREADS:
+                raise SnapshotFailed(
+                    "the worktree's state could not be stored in git: git write-tree died"
+                    " of SIGBUS at each read",
+                    hint=_UNSTABLE_HINT,
+                ) from None
+            time.sleep(min(0.05, 0.01 * (reread + 1)))
+    raise AssertionError("unreachable")  # (the last reread returns or raises)
 
 
 def head_path(index: Path) -> Path:
