@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from ptys import CATCHING_PROMPT
 
+import bar.terminal.pty as pty_module
 from bar.terminal.cast import full_cast, read_cast, replay_cast, text_of_cast
 from bar.terminal.pty import PtyResult, run_in_pty
 
@@ -218,6 +219,41 @@ def test_size_from_columns_and_lines_when_stdin_is_not_a_terminal(
     assert (done.result.width, done.result.height) == (101, 33)
     header = read_cast(done.cast_path).header
     assert (header.width, header.height) == (101, 33)
+
+
+def test_a_resize_given_to_another_thread_of_bar_reaches_the_child_at_once(
+    tmp_path: Path, terminal: Terminal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel gives a process's signal to any of its threads that takes it (a step has
+    the policy's, the network's, the supervisor's): a resize must reach the child then
+    too, not at its next output or bar's next poll (made an hour here: nothing else wakes
+    bar while the child waits)."""
+    monkeypatch.setattr(pty_module, "_POLL", 3600.0)
+    child = python(
+        """
+        import os, time
+        print("ready", flush=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and tuple(os.get_terminal_size()) == (120, 40):
+            time.sleep(0.02)
+        print("resized", *os.get_terminal_size(), flush=True)
+        """
+    )
+    idle = threading.Event()
+    other = in_background(lambda: idle.wait(120))
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        terminal.resize(100, 30)
+        assert other.ident is not None
+        signal.pthread_kill(other.ident, signal.SIGWINCH)
+
+    in_background(user)
+    try:
+        done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    finally:
+        idle.set()
+    assert done.body == "ready\nresized 100 30\n"
 
 
 def test_default_size_without_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

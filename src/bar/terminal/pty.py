@@ -110,6 +110,9 @@ def _env_size() -> tuple[int, int]:
 def _become_controlling_terminal(then: Prepare) -> None:
     # Runs in the child after setsid() and after the pty slave became fds 0-2; ``then``
     # (the holder) after it, so the holder leads the session and the command inherits it.
+    # The holder goes on in Python: the session's wake-up pipe is not its to write (closed
+    # there, its number may be another pipe's).
+    signal.set_wakeup_fd(-1)
     request = getattr(termios, "TIOCSCTTY", None)
     holder = getattr(then, "holder", None)
     if holder is not None and holder.lead_terminal():
@@ -153,6 +156,7 @@ class _Session:
         self.pending = bytearray()  # input waiting to be written to the child
         self.signals: list[int] = []
         self.previous_handlers: dict[int, _Handler] = {}
+        self.previous_wakeup: int | None = None  # (``install_handlers``)
         self.terminated = False
         self.stopped_by: int | None = None  # the first SIGTERM/SIGHUP passed on
         self.keyed: int | None = None  # the signal the last key typed made (``_typed``)
@@ -182,8 +186,18 @@ class _Session:
             wanted.append(signal.SIGWINCH)
         for sig in wanted:
             self.previous_handlers[sig] = signal.signal(sig, self._on_signal)
+        # the kernel gives a signal to any of bar's threads (the policy's, the network's,
+        # the supervisor's: one whose main thread has a signal pending already), and
+        # Python runs the handler in the main thread only once it runs Python again: a
+        # resize, a SIGTERM or the child's end waited for the next output or the next
+        # poll. The interpreter's own handler writes to the wake-up pipe at once,
+        # whichever thread it ran in.
+        self.previous_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
 
     def restore_handlers(self) -> None:
+        if self.previous_wakeup is not None:
+            signal.set_wakeup_fd(self.previous_wakeup)
+            self.previous_wakeup = None
         for sig, handler in self.previous_handlers.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self.previous_handlers.clear()
