@@ -6,10 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 from bar.terminal.missed import ended
-from bar.terminal.pipes import forwarding_signals
+from bar.terminal.pipes import forwarding_signals, run_piped
 
 
 def test_a_signal_before_the_pid_is_known_is_passed_on_once_it_is() -> None:
@@ -56,3 +58,43 @@ def test_a_signal_after_the_child_ended_stops_nothing_and_is_not_passed() -> Non
         os.kill(os.getpid(), signal.SIGTERM)
         assert forwarding.passed == []
         assert child[0].wait() == 0
+
+
+def test_a_signal_given_to_another_thread_reaches_a_child_that_closed_its_pipes(
+    tmp_path: Path,
+) -> None:
+    """The kernel gives a process's signal to any of its threads that takes it (a step has
+    the policy's, the network's, the supervisor's). A child that closed its output and
+    runs on (a server sent to the background) has bar waiting for its end, not for
+    output: a SIGTERM must reach it then too, not once it ends by itself."""
+    up, term = tmp_path / "up", tmp_path / "term"
+    script = (
+        "import os, signal, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(term)!r}, 'w'), os._exit(3)))\n"
+        "os.close(1); os.close(2)\n"
+        f"open({str(up)!r}, 'w').close()\n"
+        "time.sleep(20)\n"
+    )
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait, args=(120,), daemon=True)
+    other.start()
+
+    def user() -> None:
+        while not up.exists():
+            time.sleep(0.01)
+        assert other.ident is not None
+        signal.pthread_kill(other.ident, signal.SIGTERM)
+
+    threading.Thread(target=user, daemon=True).start()
+    try:
+        outcome = run_piped(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            env=os.environ,
+            output_path=tmp_path / "0001.output",
+            live=False,
+        )
+    finally:
+        idle.set()
+    assert term.exists()  # (not the 20 s out)
+    assert (outcome.exit_code, outcome.signal) == (3, signal.SIGTERM)

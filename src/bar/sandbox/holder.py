@@ -209,6 +209,14 @@ class Holder:
         return self._said
 
 
+def _no_wake_up() -> None:
+    """The holder is a fork of bar that goes on in Python: the wake-up pipe bar's main
+    thread waits on (``signal.set_wakeup_fd``: a step's) is not its to write, and once it
+    closed what it does not keep, that number may be one of its own pipes. (A fork's
+    thread is its main one: Python made it so before ``preexec_fn``.)"""
+    signal.set_wakeup_fd(-1)
+
+
 def hold(
     bar: int, report: int, *, stop_leftovers: bool, sign: int = -1, keep: tuple[int, ...] = ()
 ) -> None:
@@ -217,6 +225,7 @@ def hold(
     ``keep``: descriptors the holder keeps open until then (the locks bar holds)."""
     with contextlib.suppress(OSError):
         landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _no_wake_up()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     _wake_when_gone(bar)
     holder = os.getpid()
@@ -256,6 +265,7 @@ def hold_in_namespace(
     through a pipe (with a wake-up signal), since in the namespace no sender can be told
     from another; the init passes back how the command ended (an init cannot end by a
     signal of its own). Returns in the command only."""
+    _no_wake_up()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     _wake_when_gone(bar)
     to_init, signals = os.pipe()

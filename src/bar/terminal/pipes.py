@@ -14,12 +14,16 @@ catches it and exits 0 (an agent does) is not recorded as a success (``exit_stat
 A signal that comes while the child is being started is passed on once it runs; one
 that a process of the command missed, being started itself, is given to it again
 (``bar.terminal.missed``); one that comes after the child ended stops nothing and is not
-recorded.
+recorded. Whichever of bar's threads the kernel gives the signal to, it is passed on at
+once: the interpreter's handler wakes bar's main thread through a pipe
+(``signal.set_wakeup_fd``), where it waits for output or for the child's end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -72,6 +76,7 @@ class Forwarding:
         self.waiting: list[int] = []
         self.starting = True
         self.sent: list[Sent] = []
+        self.wake = -1  # read end of the wake-up pipe (-1: none, not the main thread)
         self._send = send
         self._note = note
 
@@ -89,6 +94,19 @@ class Forwarding:
         """The terminal sent ``signum`` to the child's process group (bar's own)."""
         self.passed.append(signum)
         self._note(signum)
+
+    def woken(self) -> None:
+        """Empty the wake-up pipe (the handlers ran as the main thread woke)."""
+        with contextlib.suppress(OSError):
+            while os.read(self.wake, 512):
+                pass
+
+    def wait(self, timeout: float) -> None:
+        """Sleep ``timeout`` seconds, or until a signal came."""
+        if self.wake < 0:
+            time.sleep(timeout)
+        elif select.select([self.wake], [], [], timeout)[0]:
+            self.woken()
 
     def resend(self) -> bool:
         """Give the signals passed on again to the processes that missed them
@@ -158,9 +176,20 @@ def forwarding_signals(
             previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
             pass
+    wake = os.pipe() if previous else None
+    woke = -1
+    if wake is not None:
+        for fd in wake:
+            os.set_blocking(fd, False)
+        forwarding.wake = wake[0]
+        woke = signal.set_wakeup_fd(wake[1], warn_on_full_buffer=False)
     try:
         yield forwarding
     finally:
+        if wake is not None:
+            signal.set_wakeup_fd(woke)
+            for fd in wake:
+                os.close(fd)
         for sig, old in previous.items():
             signal.signal(sig, old)
 
@@ -297,12 +326,12 @@ def run_piped(
                 _widen(proc.stdout, proc.stderr)
                 printed = _pump(
                     proc,
-                    forwarding.resend,
+                    forwarding,
                     _Stream(proc.stdout, out_file, new_filter(), out_live),
                     _Stream(proc.stderr, err_file, new_filter(), err_live),
                 )
-                while proc.poll() is None and forwarding.resend():  # (its pipes closed)
-                    time.sleep(0.05)
+                while proc.poll() is None:  # (its pipes closed, it runs on)
+                    forwarding.wait(0.05 if forwarding.resend() else 0.25)
                 passed = forwarding.passed
                 code, sig = exit_status(proc.wait(), passed[0] if passed else None)
                 outcome = Outcome(code, sig, printed, out_file.cut or err_file.cut)
@@ -359,9 +388,10 @@ class _Stream:
     live: BinaryIO | None  # bar's own stdout or stderr; None once it stopped taking data
 
 
-def _pump(proc: subprocess.Popen[bytes], tick: Callable[[], bool], *streams: _Stream) -> bool:
+def _pump(proc: subprocess.Popen[bytes], forwarding: Forwarding, *streams: _Stream) -> bool:
     """Show and record the child's output until its pipes close; True if it printed.
-    ``tick`` is called before each wait (True: call it again soon).
+    ``forwarding.resend`` is called before each wait (True: call it again soon), which a
+    signal ends (``forwarding.wake``).
 
     When the child has exited but something it started still holds the pipes (a server
     sent to the background), stop ``_GRACE`` seconds later instead of waiting forever.
@@ -372,25 +402,33 @@ def _pump(proc: subprocess.Popen[bytes], tick: Callable[[], bool], *streams: _St
     with selectors.DefaultSelector() as sel:
         for stream in streams:
             sel.register(stream.pipe, selectors.EVENT_READ)
-        while sel.get_map():
-            events = sel.select(timeout=0.05 if tick() else 0.25)
+        pipes = len(streams)
+        if forwarding.wake >= 0:
+            sel.register(forwarding.wake, selectors.EVENT_READ)
+        while pipes:
+            events = sel.select(timeout=0.05 if forwarding.resend() else 0.25)
             if not events and proc.poll() is not None:
                 now = time.monotonic()
                 exited_at = exited_at or now
                 if now - exited_at > _GRACE:
                     break
             for key, _ in events:
+                if key.fd == forwarding.wake:
+                    forwarding.woken()
+                    continue
                 stream = by_fd[key.fd]
                 data = os.read(key.fd, _CHUNK)
                 if not data:
                     sel.unregister(key.fileobj)
+                    pipes -= 1
                     stream.sink.write(stream.filter.flush())
                     continue
                 printed = True
                 stream.live = _write_live(stream.live, data)
                 stream.sink.write(stream.filter.feed(data))
         for key in list(sel.get_map().values()):  # only after the grace period
-            by_fd[key.fd].sink.write(by_fd[key.fd].filter.flush())
+            if key.fd != forwarding.wake:
+                by_fd[key.fd].sink.write(by_fd[key.fd].filter.flush())
     for stream in streams:
         stream.pipe.close()
     return printed

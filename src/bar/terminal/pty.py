@@ -110,9 +110,6 @@ def _env_size() -> tuple[int, int]:
 def _become_controlling_terminal(then: Prepare) -> None:
     # Runs in the child after setsid() and after the pty slave became fds 0-2; ``then``
     # (the holder) after it, so the holder leads the session and the command inherits it.
-    # The holder goes on in Python: the session's wake-up pipe is not its to write (closed
-    # there, its number may be another pipe's).
-    signal.set_wakeup_fd(-1)
     request = getattr(termios, "TIOCSCTTY", None)
     holder = getattr(then, "holder", None)
     if holder is not None and holder.lead_terminal():
