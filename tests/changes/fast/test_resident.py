@@ -31,6 +31,7 @@ from helpers import (
     init_clean,
     ledger,
     new_task,
+    project_dir,
     seen_alive_after,
     worktree,
 )
@@ -1027,3 +1028,30 @@ def test_the_warm_process_has_the_secret_shapes_compiled_for_a_step_that_prints(
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "***", "***", "0"]
+
+
+def test_temporals_client_is_loaded_once_a_task_of_the_bar_home_runs_on_workers(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Temporal's client, which ``bar run --on`` needs and a fork would take ~220 ms to
+    import, is loaded by the resident of a bar home one of whose tasks runs on workers,
+    and by no other (its weight makes every served command slower). A resident that was
+    up when a task was first sent exits by itself; the next command starts one that has it."""
+    pytest.importorskip("temporalio")
+
+    def loaded(pid: int) -> bool:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            return False
+        return "temporal_sdk_bridge" in maps
+
+    _task, wt = _started(capfd, repo)
+    first = _resident_pid()
+    assert first and not loaded(first)
+    sent = project_dir() / "workers" / "a-task.json"
+    sent.parent.mkdir(parents=True, exist_ok=True)
+    sent.write_text("{}")  # (what it holds is not read here: that it is there)
+    _wait(lambda: _resident_pid() != first)  # (it looks every few seconds)
+    assert _run(wt, "--", "true").returncode == 0
+    _wait(lambda: loaded(_resident_pid()))  # (it listens before it has loaded)

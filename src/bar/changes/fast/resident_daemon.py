@@ -170,8 +170,16 @@ def _numbers(field: bytes) -> list[int]:
 
 
 class Resident:
-    def __init__(self, listener_fd: int, socket_file: str, idle: float, run: Runner) -> None:
+    def __init__(
+        self,
+        listener_fd: int,
+        socket_file: str,
+        idle: float,
+        run: Runner,
+        fits: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.run = run
+        self.fits = fits  # False: what it loaded no longer suits its bar home (it exits)
         self.loaded_at = 0
         self.listener = socket.socket(fileno=listener_fd)
         self.socket_file = socket_file
@@ -237,7 +245,7 @@ class Resident:
             now = time.monotonic()
             if now - checked >= _WAKE_S:  # (every file it loaded, not only bar's)
                 checked = now
-                if not self._unchanged(self.others) or self._links_made():
+                if not self._unchanged(self.others) or self._links_made() or not self.fits():
                     return
             left = self.idle - (now - last)
             if (left <= 0 and not self.running) or not self._still_here():
@@ -599,11 +607,18 @@ def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
 
 
-def main(argv: list[str], run: Runner, warm_up: Callable[[], None]) -> int:
+def main(
+    argv: list[str],
+    run: Runner,
+    warm_up: Callable[[], None],
+    fits: Callable[[], bool] = lambda: True,
+) -> int:
     """Be the resident: ``argv`` is ``[program, FD, SOCKET, IDLE]`` (``resident.start``),
-    ``run`` runs one command line in a fork, ``warm_up`` loads what the commands need."""
+    ``run`` runs one command line in a fork, ``warm_up`` loads what the commands need;
+    ``fits``, asked now and then, False once that has changed (the resident then exits,
+    as when its code changed, and the next command starts one that loads it anew)."""
     work_nowhere(os.path.dirname(argv[2]))  # (a spare moves to its caller's directory)
-    resident = Resident(int(argv[1]), argv[2], float(argv[3]), run)
+    resident = Resident(int(argv[1]), argv[2], float(argv[3]), run, fits)
     try:
         resident.load(warm_up)
         resident.serve()
