@@ -125,8 +125,11 @@ def warm_up() -> None:
         importlib.import_module(name)
     if _on_workers():
         _workers_loaded = True
-        for name in PRELOAD_WORKERS:
-            importlib.import_module(name)
+        try:
+            for name in PRELOAD_WORKERS:
+                importlib.import_module(name)
+        except ImportError:  # (an extra broken: the fork that needs it says how)
+            pass
         # (a resident forks: were a later SDK to start a thread as it loads, a fork of it
         # could hang on a lock that thread held; with no resident, commands run as before)
         if threading.active_count() > 1 or len(os.listdir("/proc/self/task")) > 1:
