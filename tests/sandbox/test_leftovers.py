@@ -134,3 +134,37 @@ def test_the_command_s_own_outcome_is_recorded_through_its_holder(how: str, repo
         assert (res.json()["exit_code"], res.json()["signal"]) == (128 + sig, sig)
     res = bar_exe("run", *sandbox, "--json", "--", "no-such-program-here", cwd=repo)
     assert res.json()["exit_code"] == 127 and "command not found" in res.err
+
+
+def test_the_children_the_kernel_lists_are_those_proc_shows() -> None:
+    """``leftovers.child_pids`` reads the kernel's lists of this process's children (one
+    for each of its threads) rather than every process of the machine: the same
+    children, a running one and one that ended and was not reaped, and nothing else."""
+    from bar.sandbox import leftovers
+
+    def by_proc() -> set[str]:
+        return {
+            name
+            for name in os.listdir("/proc")
+            if name.isdigit()
+            and (leftovers.stat_fields(name) or [b"", b""])[1] == str(os.getpid()).encode()
+        }
+
+    listed = leftovers.child_pids()
+    if listed is None:
+        pytest.skip("this kernel keeps no list of a process's children")
+    running = subprocess.Popen(["sleep", "60"])
+    ended = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while (leftovers.stat_fields(ended.pid) or [b""])[0] != b"Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        listed = leftovers.child_pids()
+        assert listed is not None
+        assert {str(running.pid), str(ended.pid)} <= set(listed)
+        assert set(listed) == by_proc()
+    finally:
+        running.kill()
+        running.wait()
+        ended.wait()

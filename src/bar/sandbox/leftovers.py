@@ -72,7 +72,8 @@ def _step_children(since: float) -> list[tuple[int, bytes]]:
     me = os.getpid()
     ticks = os.sysconf("SC_CLK_TCK")
     found = []
-    for name in os.listdir("/proc"):
+    listed = child_pids()
+    for name in listed if listed is not None else os.listdir("/proc"):
         fields = stat_fields(name) if name.isdigit() else None
         if fields is None or len(fields) < 20 or int(fields[1]) != me:
             continue
@@ -80,6 +81,31 @@ def _step_children(since: float) -> list[tuple[int, bytes]]:
             continue
         if _confined(name) or fields[0] == b"Z":  # (a zombie's status is no longer read)
             found.append((int(name), fields[0]))
+    return found
+
+
+def child_pids() -> list[str] | None:
+    """This process's children (their pids), as the kernel lists them for each of its
+    threads (an orphan is re-parented to any thread of a subreaper): a few reads, where
+    going through ``/proc`` reads one file for every process of the machine (hundreds on a
+    developer's, each step). None where the kernel keeps no such list
+    (``CONFIG_PROC_CHILDREN``): ``/proc`` is read whole. A process forked while the lists
+    are read may be missing from them, as from a read of ``/proc``: ``stop`` looks again
+    until a look finds none alive."""
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    found: list[str] = []
+    for thread in threads:
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as f:
+                found += [pid.decode() for pid in f.read().split()]
+        except FileNotFoundError:
+            if thread == str(os.getpid()):  # (the main thread, alive: no list kept)
+                return None
+        except OSError:  # (a thread that ended meanwhile)
+            continue
     return found
 
 
