@@ -10,6 +10,7 @@ undo may rewrite a file's bytes because of it. A repository's weaker stat check
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -366,3 +367,60 @@ def test_a_weaker_stat_check_in_the_repository_is_not_bars(
         ["git", "show", f"{last['snapshot']}:f.txt"], cwd=repo, capture_output=True, check=True
     )
     assert shown.stdout == b"two\n"
+
+
+def test_another_home_with_no_attributes_file_in_either_switches_nothing(
+    inited_clean: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """What git's conversions read outside the worktree is noted by its bytes: a
+    ``HOME`` or ``XDG_CONFIG_HOME`` of another name (bar run from another shell, an
+    editor's terminal, ``sudo -E``), where neither holds a global attributes file, is no
+    switched conversion, whose next look hashes every file of the task again (80 s at a
+    million files). An attributes file there is one, whether or not anything else
+    moved."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    index = task_dir(str(task["id"])) / "index"
+    assert bar(capfd, "run", "--", "sh", "-c", "echo one > f.txt").code == 0
+    assert not conversions.moved(wt, index)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / ".config").mkdir(parents=True)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")  # (git reads the new HOME's .gitconfig: none)
+    monkeypatch.setenv("HOME", str(elsewhere))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(elsewhere / ".config"))
+    assert not conversions.moved(wt, index)
+    assert json.loads(conversions.record_path(index).read_text())["version"] == 2
+    assert not conversions.moved(wt, index)
+    (elsewhere / ".config" / "git").mkdir()
+    (elsewhere / ".config" / "git" / "attributes").write_text("*.txt text eol=crlf\n")
+    assert conversions.moved(wt, index)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    assert not conversions.moved(wt, index)  # (noted by the look that renormalized)
+
+
+def test_a_note_of_a_bar_before_holds_while_nothing_changed(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A task's note of the conversions' inputs made by a bar before this one (which
+    hashed the attribute files' names too) still vouches for the stat cache where nothing
+    changed, and is noted again the new way: no task hashes all its files again for an
+    update of bar."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    index = task_dir(str(task["id"])) / "index"
+    assert bar(capfd, "run", "--", "sh", "-c", "echo one > f.txt").code == 0
+    noted = conversions.record_path(index)
+    record = json.loads(noted.read_text())
+    record["values"] = conversions._values(wt, str(inited_clean / ".git"))[2]
+    del record["version"]
+    record["stats"] = []  # (as if a file had moved: the values are compared)
+    noted.write_text(json.dumps(record))
+    assert not conversions.moved(wt, index)
+    assert json.loads(noted.read_text())["version"] == 2
+    record["values"] = "0" * 64  # (inputs that did change)
+    noted.write_text(json.dumps(record))
+    assert conversions.moved(wt, index)

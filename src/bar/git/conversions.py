@@ -37,6 +37,10 @@ _KEYS = (
 )
 # configuration a process carries in its environment
 _ENV_CONFIG = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
+# how ``_values`` hashes: 2 hashes the attribute files' bytes, not their names (a
+# ``HOME`` or ``XDG_CONFIG_HOME`` of another name, with no attributes file in either,
+# read as a switched conversion: every file of the task hashed again at the next look)
+_VERSION = 2
 
 
 def record_path(index: Path) -> Path:
@@ -62,6 +66,9 @@ def _config_files(worktree: Path, common: str) -> list[str]:
     if not os.environ.get("GIT_CONFIG_NOSYSTEM"):
         found.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
     found.append(os.path.join(common, "info", "attributes"))
+    # where the user's attributes are unless the configuration names a file (noted then
+    # as ``extra``): a ``HOME`` or ``XDG_CONFIG_HOME`` that moved is looked at
+    found.append(os.path.join(_xdg(), "git", "attributes"))
     return found
 
 
@@ -81,13 +88,14 @@ def _identity(path: str) -> list[int]:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _values(worktree: Path, common: str) -> tuple[str, list[str]]:
-    """A hash of what the conversions read outside the worktree, and the attribute files
-    outside the configuration files it read (to be statted next time)."""
+def _values(worktree: Path, common: str) -> tuple[str, list[str], str]:
+    """A hash of what the conversions read outside the worktree, the attribute files
+    outside the configuration files it read (to be statted next time), and the hash as a
+    note made before ``_VERSION`` had it (which also hashed the attribute files' names)."""
     import hashlib  # (only when a file moved: a plain step imports none)
 
     said = git.git(worktree, "config", "-z", "--get-regexp", _KEYS, check=False)
-    digest = hashlib.sha256(said.stdout)
+    digest, before = hashlib.sha256(said.stdout), hashlib.sha256(said.stdout)
     named = None
     for item in said.stdout.split(b"\0"):
         key, _, value = item.partition(b"\n")
@@ -95,10 +103,16 @@ def _values(worktree: Path, common: str) -> tuple[str, list[str]]:
             named = os.path.expanduser(os.fsdecode(value))
     files = [named or os.path.join(_xdg(), "git", "attributes")]
     for path in (os.path.join(common, "info", "attributes"), *files):
-        digest.update(b"\0" + os.fsencode(path) + b"\0")
-        with contextlib.suppress(OSError), open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest(), files
+        before.update(b"\0" + os.fsencode(path) + b"\0")
+        try:
+            with open(path, "rb") as f:
+                content = f.read()
+        except OSError:  # (none there, whatever its name: git reads nothing)
+            digest.update(b"\0-")
+            continue
+        before.update(content)
+        digest.update(b"\0+%d\0" % len(content) + content)
+    return digest.hexdigest(), files, before.hexdigest()
 
 
 def _stats(worktree: Path, common: str, extra: list[str]) -> list[list[object]]:
@@ -123,8 +137,9 @@ def moved(worktree: Path, index: Path) -> bool:
     common = _common(worktree)
     if _stats(worktree, common, extra) == before.get("stats"):
         return False
-    values, extra = _values(worktree, common)
-    if values != before.get("values"):
+    values, extra, as_before = _values(worktree, common)
+    said = before.get("values")
+    if said != values and (before.get("version") == _VERSION or said != as_before):
         return True  # (noted once the look that renormalizes is recorded: ``note``)
     _write(index, _stats(worktree, common, extra), values, extra)
     return False
@@ -135,13 +150,13 @@ def note(worktree: Path, index: Path, git_dir: Path | None = None) -> str:
     ``git_dir``: the repository's git directory, where the caller knows it."""
     # (statted first: a change while the values are read moves them next time)
     common = _common(worktree) if git_dir is None else str(git_dir)
-    values, extra = _values(worktree, common)
+    values, extra, _ = _values(worktree, common)
     _write(index, _stats(worktree, common, extra), values, extra)
     return values
 
 
 def _write(index: Path, stats: list[list[object]], values: str, extra: list[str]) -> None:
-    record = {"stats": stats, "values": values, "extra": extra}
+    record = {"stats": stats, "values": values, "extra": extra, "version": _VERSION}
     with contextlib.suppress(OSError):
         write_bytes_atomic(record_path(index), json.dumps(record).encode(), durable=False)
 
