@@ -5,16 +5,18 @@ command that prints JSON, and each output is checked key by key against the docu
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import jsonshape
 import pytest
-from helpers import SUPPORT, bar, bar_exe, set_config, worktree
+from helpers import SUPPORT, bar, bar_exe, ledger, set_config, worktree
 
 from conftest import git
 
@@ -147,7 +149,7 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     for action in ("stop", "status", "start", "status", "stop"):  # none, then one, then none
         s.json(f"bar resident {action} --json", "resident", action, "--json")
     assert bar(s.capfd, "task", "switch", "first").code == 0
-    agents_drive(s)
+    agents_drive(s, str(t["id"]))
     sharing(s, repo, tmp_path)
     workers(s, repo, tmp_path)
     moved = repo.rename(repo.parent / "moved")
@@ -174,7 +176,7 @@ def board(s: Session) -> None:
     s.json("bar events --json", "events", "-n", "50", "--json")
 
 
-def agents_drive(s: Session) -> None:
+def agents_drive(s: Session, task_id: str) -> None:
     """bar flow and bar decide (docs/decide-flow.md) on the active task."""
     s.json("bar flow status --json", "flow", "status", "--json")  # null: not started
     for action in ("start", "next-step", "issue", "error", "next-part", "next-step"):
@@ -215,7 +217,21 @@ def agents_drive(s: Session) -> None:
     s.json("bar decide show --json", "decide", "show", "--json")
     s.json("bar decide list --json", "decide", "list", "--json")
     s.json("bar show --json", "show", done["step"]["step_id"], "--json")
-    # an answer written where aide's clients look, as aide's web server writes it
+    # an answer written where aide's clients look, as aide's web server writes it. A
+    # question is stamped to the second, so a step that ended up to the margin before it
+    # could have written its answer (``bar.aide.answers``), and one step above ran
+    # unconfined (its pre_run hook failed): on a machine quick enough to get here within
+    # the margin, the question waits until that step is past it, as on any slower one
+    from bar.aide import answers
+
+    ends = [
+        dt.datetime.fromisoformat(step["ended_at"].replace("Z", "+00:00"))
+        for step in ledger(task_id)
+        if step["kind"] == "run"
+    ]
+    past = max(ends) + answers._MARGIN + dt.timedelta(seconds=1)
+    while dt.datetime.now(dt.UTC) < past:
+        time.sleep(0.05)
     where = s.json("bar decide path --json", "decide", "path", "--json")
     sid = s.json("bar decide submit --json", "decide", "submit", question, "--json")["session_id"]
     pending = json.loads((Path(where["decisions"]) / "pending.json").read_text())
