@@ -97,16 +97,17 @@ def child_pids() -> list[str] | None:
     except OSError:
         return None
     found: list[str] = []
+    read = False
     for thread in threads:
         try:
             with open(f"/proc/self/task/{thread}/children", "rb") as f:
                 found += [pid.decode() for pid in f.read().split()]
-        except FileNotFoundError:
-            if thread == str(os.getpid()):  # (the main thread, alive: no list kept)
-                return None
-        except OSError:  # (a thread that ended meanwhile)
-            continue
-    return found
+            read = True
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # (a thread that ended meanwhile; or no list kept: none is read)
+        except OSError:  # (a list the kernel would not let bar read: not known)
+            return None
+    return found if read else None
 
 
 def stat_fields(pid: str | int) -> list[bytes] | None:
